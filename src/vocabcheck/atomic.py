@@ -1,0 +1,72 @@
+"""Writing files so that a crash or Ctrl-C leaves the old file or none, never half of one."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file in the same directory and an atomic rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would have
+        os.replace(tmp, path)
+    except BaseException:
+        _remove(tmp)
+        raise
+    return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def directory(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling directory to fill; on success it replaces ``path`` as a whole.
+
+    On any exception (KeyboardInterrupt included) the temporary directory is removed and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())
+        yield tmp
+        for child in tmp.rglob("*"):
+            if child.is_file() and not child.is_symlink():
+                os.chmod(child, 0o666 & ~_umask())
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / "previous")
+            os.replace(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _remove(name: str) -> None:
+    try:
+        os.unlink(name)
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,100 @@
+"""The Typer application and the one place where errors become exit codes.
+
+Exit codes: 0 success; 1 an incompatible pair (or a warning under --strict, or a gate expectation not met);
+2 bad input or usage, as one line naming the file and the problem; 3 a bug in vocabcheck, as one line that says
+where to report it; 130 interrupted. ``--debug`` (or VOCABCHECK_DEBUG=1) adds the traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import typer
+
+from ..errors import ISSUE_TRACKER, VocabcheckError
+
+try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException
+
+app = typer.Typer(
+    name="vocabcheck",
+    help="Check that a draft and a target model give every token id the same meaning, then run lossless "
+         "speculative decoding across padded vocabularies.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"vocabcheck {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+) -> None:
+    """vocabcheck: compare tokenizers and embedding shapes, run and benchmark speculative decoding."""
+    if debug:
+        os.environ["VOCABCHECK_DEBUG"] = "1"
+
+
+def _debug(argv: list[str]) -> bool:
+    return "--debug" in argv or os.environ.get("VOCABCHECK_DEBUG", "") not in ("", "0")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (the console script exits with it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    from . import commands  # noqa: F401  (registers the commands)
+
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="vocabcheck", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except ClickException as exc:  # usage errors: click prints the usage line and the problem
+        exc.show(file=sys.stderr)
+        return 2
+    except VocabcheckError as exc:
+        if _debug(argv):
+            traceback.print_exc()
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # the reader went away (``vocabcheck ... | head``): nothing left to say
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return 0
+    except Exception as exc:  # a bug: one line, a pointer, and the traceback on request
+        if _debug(argv):
+            traceback.print_exc()
+        detail = " ".join(str(exc).split())[:300]
+        print(f"internal error: {type(exc).__name__}: {detail} — this is a bug in vocabcheck; please report it "
+              f"at {ISSUE_TRACKER} (run with --debug for the traceback)", file=sys.stderr)
+        return 3
+
+
+def run() -> None:
+    """Console-script entry point."""
+    sys.exit(main())

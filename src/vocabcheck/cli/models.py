@@ -1,0 +1,56 @@
+"""`vocabcheck inspect` and `vocabcheck compare`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .app import app
+from .output import emit_json, write_outputs
+
+
+@app.command()
+def inspect(
+    model: str = typer.Argument(..., help="A model directory, tokenizer file, GGUF file or hub id (org/name[@rev])."),
+    json_out: bool = typer.Option(False, "--json", help="Print the profile as JSON (schema vocabcheck.inspect/1)."),
+) -> None:
+    """Show one model's profile: tokenizer, special tokens, embedding rows and fingerprint."""
+    from .. import inspect as inspect_model
+    from ..render import data, terminal
+
+    profile = inspect_model(model)
+    if json_out:
+        emit_json(data.inspect_document(profile))
+    else:
+        terminal.print_profile(terminal.console(), profile)
+
+
+@app.command()
+def compare(
+    target: str = typer.Argument(..., help="The target model (the one whose output you want)."),
+    draft: str = typer.Argument(..., help="The draft model (the one that proposes tokens)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the report as JSON (schema vocabcheck.compare/1)."),
+    strict: bool = typer.Option(False, "--strict", help="Warnings fail the pair (exit code 1)."),
+    markdown: Path = typer.Option(None, "--markdown", help="Also write the report as Markdown to this file."),
+    json_file: Path = typer.Option(None, "--json-file", help="Also write the JSON report to this file."),
+    no_probe: bool = typer.Option(False, "--no-probe", help="Skip the encoding probe of differing tokenizers."),
+    quiet_info: bool = typer.Option(False, "--no-info", help="Hide info-level findings in the terminal report."),
+) -> None:
+    """Classify a pair as identical, padded-compatible or incompatible, with a reason for every finding.
+
+    Exit code 0 for identical or padded-compatible, 1 for incompatible (or any warning with --strict),
+    2 for bad input.
+    """
+    from .. import compare as compare_models
+    from ..render import data, markdown as md, terminal
+
+    comparison = compare_models(target, draft, probe=not no_probe)
+    document = data.compare_document(comparison, strict=strict)
+    write_outputs({json_file: lambda: data.dumps(document),
+                   markdown: lambda: md.comparison_markdown(comparison, strict=strict)})
+    if json_out:
+        emit_json(document)
+    else:
+        terminal.print_comparison(terminal.console(), comparison, strict=strict, show_info=not quiet_info)
+    raise typer.Exit(1 if comparison.failed(strict) else 0)

@@ -1,0 +1,30 @@
+"""Writing command output: JSON to stdout, report files written atomically."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from .. import atomic
+from ..errors import InputError
+from ..render.data import dumps
+
+
+def emit_json(document: Mapping[str, Any]) -> None:
+    sys.stdout.write(dumps(dict(document)))
+    sys.stdout.flush()
+
+
+def write_outputs(files: Mapping[Path | None, Callable[[], str]]) -> None:
+    """Render every requested file first, then write each atomically; ``None`` paths are skipped."""
+    rendered = {path: make() for path, make in files.items() if path is not None}
+    for path in rendered:
+        if path.exists() and path.is_dir():
+            raise InputError("is a directory; expected a file to write", path)
+    for path, text in rendered.items():
+        try:
+            atomic.write_text(path, text)
+        except OSError as exc:
+            raise InputError(f"cannot write: {exc.strerror or exc}", path) from exc

@@ -1,0 +1,1 @@
+"""Rendering comparisons and profiles: terminal, JSON documents, Markdown, JUnit."""

@@ -1,0 +1,140 @@
+"""Profiles and comparisons as plain data: the versioned JSON documents of ``--json``.
+
+Schemas live in ``vocabcheck/schemas/`` (JSON Schema draft 2020-12). A schema id changes its number when a field
+changes meaning or disappears; new fields may appear within a version.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from .. import __version__
+from ..profile import ModelProfile, SpecialToken
+from ..verdict import Alignment, Comparison
+
+COMPARE_SCHEMA = "vocabcheck.compare/1"
+INSPECT_SCHEMA = "vocabcheck.inspect/1"
+
+
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema of a document, by file name (``compare-1``, ``inspect-1``, ``run-1``...)."""
+    return json.loads((resources.files("vocabcheck") / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def dumps(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def profile_summary(profile: ModelProfile) -> dict[str, Any]:
+    tok = profile.tokenizer
+    emb = profile.embeddings
+    specials = profile.specials
+    return {
+        "spec": profile.spec,
+        "kind": profile.kind,
+        "location": profile.location,
+        "revision": profile.revision,
+        "provenance": dict(profile.provenance),
+        "architecture": profile.architecture,
+        "tokenizer": {
+            "model_type": tok.model_type,
+            "fingerprint": tok.fingerprint,
+            "size": tok.size,
+            "assigned_ids": tok.assigned,
+            "regular_tokens": tok.regular_count,
+            "added_tokens": len(tok.added),
+            "special_added_tokens": sum(t.special for t in tok.added),
+            "merges": len(tok.merges) if tok.merges is not None else None,
+            "prefix_ids": list(tok.prefix_ids),
+            "suffix_ids": list(tok.suffix_ids),
+        },
+        "special_tokens": {
+            **{role: _special(specials.role(role)) for role in ("bos", "eos", "pad", "unk")},
+            "add_bos": specials.add_bos,
+            "add_eos": specials.add_eos,
+            "config_add_bos": specials.config_add_bos,
+            "config_add_eos": specials.config_add_eos,
+        },
+        "generation_eos": list(profile.generation_eos),
+        "config_vocab_size": profile.config_vocab_size,
+        "embeddings": {
+            "input_rows": emb.input_rows,
+            "output_rows": emb.output_rows,
+            "input_tensor": emb.input_tensor,
+            "output_tensor": emb.output_tensor,
+            "tied": emb.tied,
+            "hidden_size": emb.hidden_size,
+            "source": emb.source,
+        },
+        "chat_template": profile.chat_template is not None,
+    }
+
+
+def inspect_document(profile: ModelProfile) -> dict[str, Any]:
+    tok = profile.tokenizer
+    return {
+        "schema": INSPECT_SCHEMA,
+        "vocabcheck_version": __version__,
+        **profile_summary(profile),
+        "added_tokens": [{"id": t.id, "content": t.content, **t.flags()} for t in tok.added],
+        "model_params": dict(tok.model_params),
+        "pipeline": dict(tok.pipeline),
+    }
+
+
+def alignment_document(alignment: Alignment) -> dict[str, Any]:
+    return {
+        "target_rows": alignment.target_rows,
+        "draft_rows": alignment.draft_rows,
+        "target_input_rows": alignment.target_input_rows,
+        "draft_input_rows": alignment.draft_input_rows,
+        "rows_source": alignment.rows_source,
+        "mapping": alignment.mapping,
+        "pad_rows": alignment.pad_rows,
+        "cut_rows": alignment.cut_rows,
+        "shared_ids": alignment.shared_ids,
+        "shared_ranges": [list(r) for r in alignment.shared_ranges],
+        "draft_substitute_id": alignment.draft_substitute_id,
+        "renamed_ids": list(alignment.renamed_ids),
+    }
+
+
+def compare_document(comparison: Comparison, *, strict: bool = False) -> dict[str, Any]:
+    probe = comparison.diff.probe
+    return {
+        "schema": COMPARE_SCHEMA,
+        "vocabcheck_version": __version__,
+        "verdict": comparison.verdict.value,
+        "reason": comparison.reason,
+        "exit_code": 1 if comparison.failed(strict) else 0,
+        "strict": strict,
+        "target": profile_summary(comparison.target),
+        "draft": profile_summary(comparison.draft),
+        "findings": [finding_document(f) for f in comparison.findings],
+        "alignment": alignment_document(comparison.alignment),
+        "first_divergent_id": comparison.first_divergent_id,
+        "probe": None if probe is None else {
+            "texts": probe.texts, "differing": probe.differing, "first_text": probe.first_text,
+            "target_ids": list(probe.target_ids), "draft_ids": list(probe.draft_ids),
+        },
+    }
+
+
+def finding_document(finding) -> dict[str, Any]:
+    return {"code": finding.code, "severity": finding.severity.value, "message": finding.message,
+            "details": _plain(finding.details)}
+
+
+def _special(token: SpecialToken | None) -> dict[str, Any] | None:
+    return None if token is None else {"content": token.content, "id": token.id}
+
+
+def _plain(value: Any) -> Any:
+    """Make details JSON-safe: tuples to lists, everything else unchanged."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

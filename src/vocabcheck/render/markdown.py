@@ -1,0 +1,32 @@
+"""Markdown reports, for CI summaries and committed results."""
+
+from __future__ import annotations
+
+from ..diff import Severity
+from ..verdict import Comparison
+
+ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
+
+
+def escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def comparison_markdown(comparison: Comparison, *, strict: bool = False) -> str:
+    lines = [
+        f"### `{escape(comparison.target.spec)}` (target) ← `{escape(comparison.draft.spec)}` (draft)",
+        "",
+        f"**{comparison.verdict.value}** — {escape(comparison.reason)}"
+        + (" (fails under --strict)" if strict and comparison.failed(strict=True)
+           and comparison.verdict.value != "incompatible" else ""),
+        "",
+        "| severity | code | finding |",
+        "|---|---|---|",
+    ]
+    for finding in comparison.findings:
+        lines.append(f"| {ICON[finding.severity]} {finding.severity.value} | `{finding.code}` | "
+                     f"{escape(finding.message)} |")
+    a = comparison.alignment
+    lines += ["", f"Alignment: target rows {a.target_rows:,}, draft rows {a.draft_rows:,}, mapping `{a.mapping}`, "
+                  f"{a.shared_ids:,} shared ids, substitute id {a.draft_substitute_id}.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,170 @@
+"""Rich terminal reports: the verdict first, then findings by severity, then the two models side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from ..diff import Finding, Severity
+from ..profile import ModelProfile, SpecialToken
+from ..verdict import Alignment, Comparison, Verdict
+
+VERDICT_STYLE = {Verdict.IDENTICAL: "bold green", Verdict.PADDED_COMPATIBLE: "bold yellow",
+                 Verdict.INCOMPATIBLE: "bold red"}
+SEVERITY_STYLE = {Severity.ERROR: ("red", "✗"), Severity.WARNING: ("yellow", "!"), Severity.INFO: ("cyan", "·")}
+SEVERITY_TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severity.INFO: "Info"}
+
+
+def console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def verdict_text(verdict: Verdict) -> Text:
+    return Text(verdict.value.upper(), style=VERDICT_STYLE[verdict])
+
+
+def print_comparison(out: Console, comparison: Comparison, *, strict: bool = False, show_info: bool = True) -> None:
+    head = Text.assemble(verdict_text(comparison.verdict), "  ", (comparison.reason, ""))
+    if strict and comparison.verdict is not Verdict.INCOMPATIBLE and comparison.failed(strict=True):
+        head.append("\n--strict: warnings fail this pair", style="bold yellow")
+    out.print(Panel(head, title=f"[bold]{comparison.target.spec}[/] (target) ← [bold]{comparison.draft.spec}[/] "
+                              "(draft)", title_align="left", expand=True))
+    print_findings(out, comparison.findings, show_info=show_info)
+    out.print(alignment_line(comparison.alignment))
+    out.print(side_by_side(comparison.target, comparison.draft))
+
+
+def print_findings(out: Console, findings: Iterable[Finding], *, show_info: bool = True) -> None:
+    findings = list(findings)
+    for severity in (Severity.ERROR, Severity.WARNING, Severity.INFO):
+        group = [f for f in findings if f.severity is severity]
+        if not group or (severity is Severity.INFO and not show_info):
+            continue
+        style, mark = SEVERITY_STYLE[severity]
+        out.print(Text(f"{SEVERITY_TITLE[severity]} ({len(group)})", style=f"bold {style}"))
+        for finding in group:
+            line = Text(f" {mark} ", style=style)
+            line.append(finding.code, style=f"bold {style}")
+            line.append("  " + finding.message)
+            out.print(line)
+
+
+def alignment_line(alignment: Alignment) -> Text:
+    keep = ", ".join(f"{a}–{b - 1}" for a, b in alignment.draft_keep_ranges()[:4]) or "none"
+    text = Text("Alignment: ", style="bold")
+    text.append(f"draft probabilities keep ids {keep} ({alignment.shared_ids:,} shared)")
+    if alignment.mapping == "pad":
+        text.append(f", padded with {alignment.pad_rows:,} zero rows to the target's {alignment.target_rows:,}")
+    elif alignment.mapping == "cut":
+        text.append(f", {alignment.cut_rows:,} draft rows cut to the target's {alignment.target_rows:,}")
+    else:
+        text.append(f", {alignment.target_rows:,} rows on both sides")
+    lacks = alignment.target_ids_draft_lacks()
+    if lacks:
+        span = ", ".join(f"{a}–{b - 1}" for a, b in lacks[:3])
+        text.append(f"; target ids {span} reach the draft as id {alignment.draft_substitute_id}")
+    text.append(f" (rows from {alignment.rows_source})", style="dim")
+    return text
+
+
+def side_by_side(target: ModelProfile, draft: ModelProfile) -> Table:
+    table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
+    table.add_column("")
+    table.add_column("target", overflow="fold")
+    table.add_column("draft", overflow="fold")
+    for label, getter in ROWS:
+        a, b = getter(target), getter(draft)
+        style = None if a == b else "yellow"
+        table.add_row(label, Text(a, style=style), Text(b, style=style))
+    return table
+
+
+def print_profile(out: Console, profile: ModelProfile) -> None:
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for label, getter in ROWS:
+        table.add_row(label, getter(profile))
+    table.add_row("add_bos_token (config)", _opt(profile.specials.config_add_bos))
+    table.add_row("add_eos_token (config)", _opt(profile.specials.config_add_eos))
+    for fact, where in sorted(profile.provenance.items()):
+        table.add_row(f"from: {fact}", where)
+    out.print(Panel(table, title=f"[bold]{profile.spec}[/]", title_align="left"))
+    added = profile.tokenizer.added
+    if added:
+        tokens = Table(title=f"Added tokens ({len(added)})", header_style="bold", pad_edge=False)
+        for column in ("id", "content", "special", "normalized", "lstrip", "rstrip", "single_word"):
+            tokens.add_column(column)
+        shown = added if len(added) <= 40 else added[:20] + added[-20:]
+        for token in shown:
+            tokens.add_row(str(token.id), repr(token.content), *(_yes(v) for v in token.flags().values()))
+        if len(added) > 40:
+            tokens.caption = f"{len(added) - 40:,} more not shown; --json lists them all"
+        out.print(tokens)
+
+
+def _special(token: SpecialToken | None) -> str:
+    if token is None:
+        return "—"
+    return f"{token.content!r} ({token.id if token.id is not None else 'not in vocab'})"
+
+
+def _opt(value) -> str:
+    return "—" if value is None else str(value).lower()
+
+
+def _yes(value: bool) -> str:
+    return "yes" if value else ""
+
+
+def _rows(profile: ModelProfile) -> str:
+    emb = profile.embeddings
+    if emb.source == "unknown":
+        return "unknown (no checkpoint)"
+    if emb.source == "config":
+        return f"{emb.input_rows:,} (config vocab_size; no checkpoint)"
+    return f"{emb.input_rows:,} ({emb.input_tensor})" if emb.input_rows is not None else "—"
+
+
+def _head(profile: ModelProfile) -> str:
+    emb = profile.embeddings
+    if emb.source != "tensors":
+        return "unknown" if emb.source == "unknown" else f"{emb.output_rows:,} (config)"
+    if emb.tied:
+        return f"{emb.output_rows:,} (tied to the input embedding)"
+    return f"{emb.output_rows:,} ({emb.output_tensor})"
+
+
+def _ids(profile: ModelProfile) -> str:
+    tok = profile.tokenizer
+    return f"{tok.assigned:,} ({tok.regular_count:,} regular + {len(tok.added):,} added), max id {tok.size - 1:,}"
+
+
+def _add(profile: ModelProfile, ids) -> str:
+    if not ids:
+        return "nothing"
+    return ", ".join(f"{profile.tokenizer.token(i)!r} ({i})" for i in ids)
+
+
+ROWS = (
+    ("model", lambda p: f"{p.spec}" + (f" @ {p.revision[:12]}" if p.revision else "")),
+    ("architecture", lambda p: p.architecture or "—"),
+    ("tokenizer", lambda p: f"{p.tokenizer.model_type}, fingerprint {p.fingerprint[:16]}"),
+    ("token ids", _ids),
+    ("merges", lambda p: f"{len(p.tokenizer.merges):,}" if p.tokenizer.merges is not None else "—"),
+    ("bos", lambda p: _special(p.specials.bos)),
+    ("eos", lambda p: _special(p.specials.eos)),
+    ("pad", lambda p: _special(p.specials.pad)),
+    ("unk", lambda p: _special(p.specials.unk)),
+    ("adds before a sequence", lambda p: _add(p, p.tokenizer.prefix_ids)),
+    ("adds after a sequence", lambda p: _add(p, p.tokenizer.suffix_ids)),
+    ("generation eos ids", lambda p: ", ".join(map(str, p.generation_eos)) or "—"),
+    ("chat template", lambda p: f"{len(p.chat_template):,} characters" if p.chat_template else "—"),
+    ("config vocab_size", lambda p: f"{p.config_vocab_size:,}" if p.config_vocab_size is not None else "—"),
+    ("input embedding rows", _rows),
+    ("lm_head rows", _head),
+)

@@ -1,0 +1,93 @@
+"""Shared fixtures. Built once into pytest's cache directory (.pytest_cache/d/vocabcheck-fixtures-N) and reused
+by later runs; a clean clone builds them in about a minute."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from fixtures import (  # noqa: E402
+    FIXTURE_VERSION,
+    MISTRAL_SPM,
+    ModelFactory,
+    mistral_data,
+    qwen3_tokenizer_json,
+)
+
+from vocabcheck import atomic  # noqa: E402
+from vocabcheck.demo import qwen  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _offline(tmp_path_factory):
+    """No test may reach the network or the user's caches."""
+    home = tmp_path_factory.mktemp("hf-home")
+    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_HOME", "VOCABCHECK_CACHE", "HF_ENDPOINT",
+                                            "TRANSFORMERS_VERBOSITY")}
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_HOME"] = str(home)
+    os.environ["VOCABCHECK_CACHE"] = str(tmp_path_factory.mktemp("vocabcheck-cache"))
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    os.environ.pop("HF_ENDPOINT", None)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="session")
+def fixture_root(request) -> Path:
+    return Path(request.config.cache.mkdir(f"vocabcheck-fixtures-{FIXTURE_VERSION}"))
+
+
+@pytest.fixture(scope="session")
+def qwen25_json(fixture_root) -> Path:
+    """The Qwen2.5 tokenizer.json rebuilt from qwen.tiktoken."""
+    return qwen.cached_tokenizer_json(fixture_root / "tokenizers")
+
+
+@pytest.fixture(scope="session")
+def qwen25_text(qwen25_json) -> str:
+    return qwen25_json.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def qwen3_json(fixture_root) -> Path:
+    path = fixture_root / "tokenizers" / "qwen3.6-tokenizer.json"
+    if not path.is_file():
+        atomic.write_text(path, qwen3_tokenizer_json())
+    return path
+
+
+@pytest.fixture(scope="session")
+def mistral_json(fixture_root):
+    """tokenizer.json files converted from mistral-common's SentencePiece models, by version (v1, v2, v3, v7)."""
+    from vocabcheck.sources.convert import from_sentencepiece
+
+    def get(version: str) -> Path:
+        path = fixture_root / "tokenizers" / f"mistral-{version}.json"
+        if not path.is_file():
+            atomic.write_text(path, from_sentencepiece(mistral_data() / MISTRAL_SPM[version]))
+        return path
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def models(fixture_root, qwen25_json) -> ModelFactory:
+    return ModelFactory(fixture_root / "models", qwen25_json)
+
+
+@pytest.fixture(scope="session")
+def qwen_pair(models):
+    """A Qwen2.5-shaped pair: target 152,064 rows untied and sharded, draft 151,936 rows tied."""
+    target = models.model("qwen-target-152064", rows=qwen.ROWS_LARGE, tied=False, shard_bytes=12_000_000, seed=1)
+    draft = models.model("qwen-draft-151936", rows=qwen.ROWS_SMALL, tied=True, seed=2)
+    return target, draft
