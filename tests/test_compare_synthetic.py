@@ -253,3 +253,16 @@ def test_tokenizer_model_type_difference_with_equal_vocab(tmp_path):
     [kind] = findings(result, "tokenizer.model-type")
     assert "WordLevel" in kind.message and "WordPiece" in kind.message
     assert result.verdict is Verdict.PADDED_COMPATIBLE
+
+
+def test_placeholder_padding_tokens_on_one_side_are_padding_rows(tmp_path, qwen25_text):
+    """llama.cpp pads a GGUF token list up to vocab_size with [PADn]; those are padding rows, not new tokens."""
+    padded = write(tmp_path, "padded.json", edit_tokenizer(
+        qwen25_text, add_tokens_at_end([f"[PAD{i}]" for i in range(151665, 151936)], special=False)))
+    result = compare(str(write(tmp_path, "base.json", qwen25_text)), str(padded))
+    assert result.verdict is Verdict.PADDED_COMPATIBLE
+    assert not findings(result, "vocab.draft-extends")
+    [padding] = findings(result, "vocab.padding-tokens")
+    assert padding.severity.value == "info" and padding.details["count"] == 271
+    assert "id 151665 '[PAD151665]'" in padding.message
+    assert result.alignment.draft_keep_ranges() == ((0, 151665),)

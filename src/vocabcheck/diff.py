@@ -40,6 +40,7 @@ CODES: dict[str, str] = {
     "vocab.target-extends": "tokens only the target has; the draft never proposes them",
     "vocab.draft-extends": "tokens only the draft has; their probability is dropped",
     "vocab.placeholder-renamed": "reserved/placeholder ids that one side gave a real name",
+    "vocab.padding-tokens": "placeholder tokens only one side lists (GGUF [PADn] padding): padding rows",
     "vocab.low-overlap": "the draft shares less than half of the target's ids",
     "added.flags": "the same added token with different flags (special, normalized, lstrip, rstrip, single_word)",
     "added.kind": "a token that is an added token on one side and a regular token on the other",
@@ -84,6 +85,7 @@ class VocabMatch:
     renamed: tuple[tuple[int, str | None, str | None], ...]
     target_only: tuple[tuple[int, str], ...]
     draft_only: tuple[tuple[int, str], ...]
+    padding: tuple[tuple[int, str, str], ...]  # (id, "target"/"draft", token): placeholders only one side has
     moved: tuple[tuple[str, int, int], ...]
     first_divergent_id: int | None
 
@@ -135,6 +137,11 @@ def match_vocab(target: TokenizerProfile, draft: TokenizerProfile) -> VocabMatch
             conflicts.append((i, a, b))
     target_only += [(i, tt[i]) for i in range(common, len(tt)) if tt[i] is not None]
     draft_only += [(i, dt[i]) for i in range(common, len(dt)) if dt[i] is not None]
+    # placeholders that only one side lists (llama.cpp pads GGUF token lists with [PAD123]) are padding rows
+    padding = sorted([(i, "target", t) for i, t in target_only if is_placeholder(t)]
+                     + [(i, "draft", t) for i, t in draft_only if is_placeholder(t)])
+    target_only = [(i, t) for i, t in target_only if not is_placeholder(t)]
+    draft_only = [(i, t) for i, t in draft_only if not is_placeholder(t)]
 
     moved: list[tuple[str, int, int]] = []
     if conflicts or target_only or draft_only:
@@ -164,7 +171,7 @@ def match_vocab(target: TokenizerProfile, draft: TokenizerProfile) -> VocabMatch
     return VocabMatch(
         target_size=len(tt), draft_size=len(dt), shared=shared, shared_ranges=tuple(ranges),
         conflicts=tuple(conflicts), renamed=tuple(renamed), target_only=tuple(target_only),
-        draft_only=tuple(draft_only), moved=tuple(moved),
+        draft_only=tuple(draft_only), padding=tuple(padding), moved=tuple(moved),
         first_divergent_id=min(divergent) if divergent else None,
     )
 
@@ -181,6 +188,7 @@ def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: Tokenize
         {"shared": vocab.shared, "target_ids": target.assigned, "draft_ids": draft.assigned,
          "conflicts": len(vocab.conflicts), "moved": len(vocab.moved), "renamed": len(vocab.renamed),
          "target_only": len(vocab.target_only), "draft_only": len(vocab.draft_only),
+         "padding_tokens": len(vocab.padding),
          "first_divergent_id": vocab.first_divergent_id},
     )
     if vocab.conflicts:
@@ -214,6 +222,15 @@ def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: Tokenize
             + ", ".join(_tok(s) for _, s in vocab.draft_only[:SHOW]) + _more(vocab.draft_only)
             + "; their draft probability is dropped",
             {"count": len(vocab.draft_only), "examples": [list(t) for t in vocab.draft_only[:20]]},
+        )
+    if vocab.padding:
+        sides = sorted({side for _, side, _ in vocab.padding})
+        yield Finding(
+            "vocab.padding-tokens", Severity.INFO,
+            f"{len(vocab.padding):,} placeholder tokens exist only in the {' and '.join(sides)}'s list "
+            f"({', '.join(f'id {i} {_tok(t)}' for i, _, t in vocab.padding[:3])}{_more(vocab.padding, 3)}); they "
+            "name padding rows and are treated as such",
+            {"count": len(vocab.padding), "ids": [i for i, _, _ in vocab.padding[:50]]},
         )
     if vocab.renamed:
         yield Finding(
@@ -479,8 +496,8 @@ def _short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _more(items: Sequence[Any]) -> str:
-    return f" (and {len(items) - SHOW:,} more)" if len(items) > SHOW else ""
+def _more(items: Sequence[Any], shown: int = SHOW) -> str:
+    return f" (and {len(items) - shown:,} more)" if len(items) > shown else ""
 
 
 def _id_span(items: Sequence[tuple[int, str]]) -> str:
