@@ -23,7 +23,7 @@ def test_qwen25_pair_is_padded_compatible_with_a_pad_alignment(qwen_pair):
     assert a.shared_ids == 151665
     # Qwen2.5 has no unk token; its pad token <|endoftext|> is what a draft-less id is fed as
     assert a.draft_substitute_id == qwen.ENDOFTEXT
-    assert a.target_ids_draft_lacks() == ((151665, 152064),)
+    assert a.substituted_ids() == ((151936, 152064),)  # rows the draft cannot embed
     assert result.first_divergent_id is None
     found = codes(result)
     assert found["rows.padded"] == "info"
@@ -42,7 +42,7 @@ def test_qwen25_pair_swapped_cuts_the_draft_rows(qwen_pair):
     a = result.alignment
     assert (a.target_rows, a.draft_rows, a.mapping, a.cut_rows) == (151936, 152064, "cut", 128)
     assert a.draft_keep_ranges() == ((0, 151665),)
-    assert a.target_ids_draft_lacks() == ((151665, 151936),)
+    assert a.substituted_ids() == ()  # the draft embeds every target row
 
 
 def test_a_model_against_itself_is_identical(qwen_pair):
@@ -92,7 +92,7 @@ def test_mistral_v2_against_v3_renames_placeholders_only(mistral_json):
     assert "id 10 is '[IMG]' in the target, '[control_8]' in the draft" in renamed.message
     ids = renamed.details["ids"]
     assert 10 in ids and 11 in ids
-    # renamed ids are not shared: the draft's probability there is dropped, the draft is fed a substitute
+    # renamed ids are not shared: the draft's probability there is dropped
     kept = result.alignment.draft_keep_ranges()
     assert not any(start <= 10 < end for start, end in kept)
     assert any(start <= 20000 < end for start, end in kept)

@@ -1,3 +1,3 @@
-from .cli import run
+from .cli import console_main
 
-run()
+console_main()

@@ -97,21 +97,70 @@ class Diff:
     probe: ProbeResult | None
 
 
-def diff_profiles(target: ModelProfile, draft: ModelProfile, *, probe: bool = True) -> Diff:
+@dataclass(frozen=True)
+class TokenizerDiff:
+    """What two tokenizers say about each other, whatever models carry them: the vocab match, the vocab, added-token,
+    tokenizer-model and pipeline findings, and the probe. Equal for every pair of models with these two tokenizers."""
+
+    vocab: VocabMatch
+    findings: tuple[Finding, ...]
+    probe: ProbeResult | None
+
+
+class TokenizerDiffCache:
+    """:func:`diff_tokenizers` computed once per ordered pair of tokenizers, for callers that judge many models
+    that share a few tokenizers (``gate``, ``matrix``): N models with G tokenizers cost G² tokenizer diffs, and
+    every pair's findings and verdict are exactly what an uncached :func:`diff_profiles` gives.
+
+    A tokenizer is keyed by its fingerprint and its regular-token count, the one fact the findings print that the
+    fingerprint does not cover (an added token also listed in the vocab counts as regular on one side only).
+    """
+
+    def __init__(self) -> None:
+        self._diffs: dict[tuple[tuple[str, int], tuple[str, int], bool], TokenizerDiff] = {}
+
+    def __len__(self) -> int:
+        """How many tokenizer diffs were computed."""
+        return len(self._diffs)
+
+    def get(self, target: ModelProfile, draft: ModelProfile, *, probe: bool = True) -> TokenizerDiff:
+        key = (_tokenizer_key(target.tokenizer), _tokenizer_key(draft.tokenizer), probe)
+        found = self._diffs.get(key)
+        if found is None:
+            found = self._diffs[key] = diff_tokenizers(target, draft, probe=probe)
+        return found
+
+
+def _tokenizer_key(tokenizer: TokenizerProfile) -> tuple[str, int]:
+    return tokenizer.fingerprint, tokenizer.regular_count
+
+
+def diff_profiles(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
+                  cache: TokenizerDiffCache | None = None) -> Diff:
+    """All findings between two models; ``cache`` reuses the tokenizer-level part across pairs."""
+    tokenizers = (cache.get(target, draft, probe=probe) if cache is not None
+                  else diff_tokenizers(target, draft, probe=probe))
+    findings = list(tokenizers.findings)
+    findings += _special_findings(target, draft)
+    findings += _row_findings(target, draft, tokenizers.vocab)
+    if tokenizers.probe is not None:
+        findings.append(_probe_finding(tokenizers.probe, tokenizers.vocab))
+    findings.sort(key=lambda f: f.severity.rank)
+    return Diff(findings=tuple(findings), vocab=tokenizers.vocab, probe=tokenizers.probe)
+
+
+def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = True) -> TokenizerDiff:
+    """The findings that depend on the two tokenizers alone (the probe encodes with the models' tokenizers)."""
     vocab = match_vocab(target.tokenizer, draft.tokenizer)
     findings: list[Finding] = []
     findings += _vocab_findings(vocab, target.tokenizer, draft.tokenizer)
     findings += _added_findings(target.tokenizer, draft.tokenizer)
     findings += _model_findings(target.tokenizer, draft.tokenizer)
     findings += _pipeline_findings(target.tokenizer, draft.tokenizer)
-    findings += _special_findings(target, draft)
-    findings += _row_findings(target, draft, vocab)
     result = None
     if probe and target.fingerprint != draft.fingerprint:
         result = run_probe(target.source.tokenizer, draft.source.tokenizer)
-        findings.append(_probe_finding(result, vocab))
-    findings.sort(key=lambda f: f.severity.rank)
-    return Diff(findings=tuple(findings), vocab=vocab, probe=result)
+    return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result)
 
 
 # --- vocab ------------------------------------------------------------------------------------------------------
@@ -212,7 +261,7 @@ def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: Tokenize
             "vocab.target-extends", Severity.WARNING,
             f"the target has {len(vocab.target_only):,} tokens the draft lacks ({_id_span(vocab.target_only)}): "
             + ", ".join(_tok(s) for _, s in vocab.target_only[:SHOW]) + _more(vocab.target_only)
-            + "; the draft never proposes them and is fed a substitute id when the target emits them",
+            + "; the draft never proposes them",
             {"count": len(vocab.target_only), "examples": [list(t) for t in vocab.target_only[:20]]},
         )
     if vocab.draft_only:

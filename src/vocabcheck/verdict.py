@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .diff import Diff, Finding, Severity, VocabMatch, diff_profiles
+from .diff import Diff, Finding, Severity, TokenizerDiffCache, VocabMatch, diff_profiles
 from .profile import ModelProfile
 
 
@@ -41,8 +41,9 @@ class Alignment:
     2. pad with zeros up to ``target_rows`` (``mapping == "pad"``) or cut the rows beyond ``target_rows``
        (``mapping == "cut"``; those rows are never shared), then renormalise.
 
-    A target id outside ``shared_ranges`` (a token the draft lacks, a padding row a random target sampled) is fed to
-    the draft as ``draft_substitute_id``: its unk token, else its pad, else its eos, else 0.
+    A target id that the draft cannot embed (at or beyond ``draft_input_rows``: a target that extends the vocabulary,
+    or a padding row the target sampled) is fed to the draft as ``draft_substitute_id``: its unk token, else its pad,
+    else its eos, else 0. Ids below the draft's rows are fed as they are.
     """
 
     target_rows: int
@@ -69,16 +70,10 @@ class Alignment:
         limit = min(self.target_rows, self.draft_rows)
         return tuple((a, min(b, limit)) for a, b in self.shared_ranges if a < limit)
 
-    def target_ids_draft_lacks(self) -> tuple[tuple[int, int], ...]:
-        """Ranges of target ids that the draft is fed as ``draft_substitute_id``."""
-        gaps, cursor = [], 0
-        for start, end in self.draft_keep_ranges():
-            if start > cursor:
-                gaps.append((cursor, start))
-            cursor = end
-        if cursor < self.target_rows:
-            gaps.append((cursor, self.target_rows))
-        return tuple(gaps)
+    def substituted_ids(self) -> tuple[tuple[int, int], ...]:
+        """The range of target ids the draft cannot embed, fed to it as ``draft_substitute_id``."""
+        top = max(self.target_rows, self.target_input_rows)
+        return ((self.draft_input_rows, top),) if top > self.draft_input_rows else ()
 
 
 @dataclass(frozen=True)
@@ -109,8 +104,11 @@ class Comparison:
         return tuple(f for f in self.findings if f.severity is not Severity.INFO)[:limit] or self.findings[:1]
 
 
-def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True) -> Comparison:
-    diff = diff_profiles(target, draft, probe=probe)
+def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
+          cache: TokenizerDiffCache | None = None) -> Comparison:
+    """The verdict on a pair. ``cache`` (shared across calls) computes the tokenizer-level diff once per pair of
+    tokenizers; the result is the same with or without it."""
+    diff = diff_profiles(target, draft, probe=probe, cache=cache)
     alignment = align(target, draft, diff.vocab)
     errors = [f for f in diff.findings if f.severity is Severity.ERROR]
     t_emb, d_emb = target.embeddings, draft.embeddings

@@ -1,5 +1,5 @@
 """The command line: thin wrappers that parse options, call the library and render."""
 
-from .app import app, main, run
+from .app import app, console_main, main
 
-__all__ = ["app", "main", "run"]
+__all__ = ["app", "console_main", "main"]

@@ -95,6 +95,6 @@ def main(argv: list[str] | None = None) -> int:
         return 3
 
 
-def run() -> None:
+def console_main() -> None:
     """Console-script entry point."""
     sys.exit(main())

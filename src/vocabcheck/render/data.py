@@ -138,3 +138,50 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+RUN_SCHEMA = "vocabcheck.run/1"
+
+
+def metrics_document(m) -> dict[str, Any]:
+    return {
+        "method": m.method,
+        "k": m.k,
+        "batch_size": m.batch_size,
+        "generated_tokens": m.generated,
+        "drafted_tokens": m.drafted,
+        "accepted_tokens": m.accepted,
+        "verifications": m.steps,
+        "acceptance_rate": m.acceptance_rate,
+        "mean_accepted_length": m.mean_accepted_length,
+        "acceptance_by_position": m.acceptance_by_position,
+        "ttft_ms": m.ttft_s * 1000.0,
+        "tpot_ms": m.tpot_ms,
+        "tokens_per_s": m.tokens_per_s,
+        "time_s": {"total": m.total_s, "prefill": m.prefill_s, "draft": m.draft_s, "target": m.target_s,
+                   "other": m.other_s},
+    }
+
+
+def run_document(session, result, *, sampling, seed: int) -> dict[str, Any]:
+    comparison = session.comparison
+    return {
+        "schema": RUN_SCHEMA,
+        "vocabcheck_version": __version__,
+        "method": result.metrics.method,
+        "target": session.target_profile.spec,
+        "draft": session.draft_profile.spec if session.draft_profile is not None else None,
+        "verdict": comparison.verdict.value if comparison is not None else None,
+        "alignment": alignment_document(comparison.alignment) if comparison is not None else None,
+        "device": str(session.device),
+        "dtype": str(session.dtype).removeprefix("torch."),
+        "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,
+                     "seed": seed},
+        "interrupted": result.interrupted,
+        "sequences": [
+            {"prompt": s.prompt.text, "prompt_ids": list(s.prompt_ids), "text": s.text, "token_ids": list(s.token_ids),
+             "finish_reason": s.finish_reason}
+            for s in result.sequences
+        ],
+        "metrics": metrics_document(result.metrics),
+    }

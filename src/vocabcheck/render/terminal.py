@@ -63,10 +63,10 @@ def alignment_line(alignment: Alignment) -> Text:
         text.append(f", {alignment.cut_rows:,} draft rows cut to the target's {alignment.target_rows:,}")
     else:
         text.append(f", {alignment.target_rows:,} rows on both sides")
-    lacks = alignment.target_ids_draft_lacks()
+    lacks = alignment.substituted_ids()
     if lacks:
         span = ", ".join(f"{a}–{b - 1}" for a, b in lacks[:3])
-        text.append(f"; target ids {span} reach the draft as id {alignment.draft_substitute_id}")
+        text.append(f"; target ids {span}, beyond the draft's rows, reach it as id {alignment.draft_substitute_id}")
     text.append(f" (rows from {alignment.rows_source})", style="dim")
     return text
 
@@ -168,3 +168,72 @@ ROWS = (
     ("input embedding rows", _rows),
     ("lm_head rows", _head),
 )
+
+
+# --- run --------------------------------------------------------------------------------------------------------
+
+
+def print_refusal(out: Console, comparison: Comparison) -> None:
+    """Why `run` refuses a pair: the verdict and its top findings."""
+    out.print(Text.assemble(("refused: ", "bold red"), verdict_text(comparison.verdict), "  ", comparison.reason))
+    print_findings(out, comparison.top_findings(3), show_info=False)
+
+
+class StreamPrinter:
+    """Prints one prompt's text as tokens are accepted (decoding the whole output each time keeps multi-byte
+    characters that span tokens intact)."""
+
+    def __init__(self, out: Console, profile: ModelProfile):
+        self.out = out
+        self.tokenizer = profile.source.tokenizer
+        self.ids: list[int] = []
+        self.shown = ""
+
+    def on_tokens(self, row: int, ids: list[int]) -> None:
+        self.ids.extend(ids)
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the next token
+            return
+        if text.startswith(self.shown):
+            self.out.file.write(text[len(self.shown):])
+            self.out.file.flush()
+            self.shown = text
+
+    def finish(self) -> None:
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if text.startswith(self.shown):
+            self.out.file.write(text[len(self.shown):])
+        self.out.file.write("\n")
+        self.out.file.flush()
+
+
+def print_texts(out: Console, session, result) -> None:
+    for index, sequence in enumerate(result.sequences):
+        prompt = sequence.prompt.text if sequence.prompt.text is not None else "(chat messages)"
+        out.print(Text(f"[{index}] ", style="bold") + Text(prompt, style="dim") + Text(sequence.text))
+
+
+def print_metrics(out: Console, session, result) -> None:
+    m = result.metrics
+    table = Table(title="Speculative decoding" if m.method != "none" else "Plain decoding", header_style="bold",
+                  show_header=True, pad_edge=False)
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    table.add_row("method", m.method + (f", k = {m.k}" if m.method != "none" else ""))
+    table.add_row("device / dtype", f"{session.device} / {str(session.dtype).removeprefix('torch.')}")
+    table.add_row("sequences / batch size", f"{len(result.sequences)} / {m.batch_size}")
+    table.add_row("generated tokens", f"{m.generated:,}")
+    if m.method != "none":
+        table.add_row("drafted / accepted", f"{m.drafted:,} / {m.accepted:,}")
+        table.add_row("acceptance rate", f"{m.acceptance_rate:.1%}")
+        table.add_row("mean accepted length", f"{m.mean_accepted_length:.2f}")
+        table.add_row("acceptance by position", " ".join(f"{a:.0%}" for a in m.acceptance_by_position))
+    table.add_row("time to first token", f"{m.ttft_s * 1000:.1f} ms")
+    table.add_row("time per output token", f"{m.tpot_ms:.2f} ms")
+    table.add_row("tokens/s", f"{m.tokens_per_s:.1f}")
+    if m.draft_s or m.target_s:
+        table.add_row("time split", f"prefill {m.prefill_s:.2f} s · draft {m.draft_s:.2f} s · "
+                                    f"target {m.target_s:.2f} s · other {m.other_s:.2f} s")
+    out.print(table)
+    if result.interrupted:
+        out.print(Text("interrupted: the metrics cover what was generated so far", style="bold yellow"))

@@ -1,0 +1,150 @@
+"""Devices, dtypes, models and prompts for the decoder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, VocabcheckError
+from ..profile import ModelProfile
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def resolve_device(spec: str):
+    import torch
+
+    spec = spec.strip().lower()
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if spec == "cpu":
+        return torch.device("cpu")
+    if spec == "cuda" or spec.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise VocabcheckError(f"--device {spec}: this torch build sees no CUDA device "
+                                  f"(torch {torch.__version__}); use --device cpu or install a CUDA build of torch")
+        device = torch.device(spec)
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise VocabcheckError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) present")
+        return device
+    raise VocabcheckError(f"--device must be auto, cpu, cuda or cuda:N, not {spec!r}")
+
+
+def resolve_dtype(spec: str, device):
+    import torch
+
+    if spec == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if spec not in DTYPES:
+        raise VocabcheckError(f"--dtype must be one of {', '.join(DTYPES)}, not {spec!r}")
+    return getattr(torch, spec)
+
+
+def model_directory(profile: ModelProfile) -> Path:
+    """The local directory holding a model's weights (hub models are downloaded after the pair passed compare)."""
+    if profile.kind == "hub":
+        from ..sources.hub import download_weights
+
+        return Path(download_weights(profile.spec))
+    if profile.kind != "directory" or not profile.source.weights:
+        raise InputError("generation needs a model directory with weights; this is a "
+                         f"{profile.kind} without a checkpoint", profile.location)
+    return Path(profile.location)
+
+
+def load_model(profile: ModelProfile, device, dtype):
+    """A causal LM from its directory, never with repository code, in eval mode on ``device``."""
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    directory = model_directory(profile)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, trust_remote_code=False,
+                                                     local_files_only=True)
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError, AttributeError) as exc:
+        raise InputError(f"transformers cannot load this model: {str(exc).strip().splitlines()[0][:300]}",
+                         directory) from exc
+    model.to(device)
+    model.eval()
+    torch.set_grad_enabled(False)
+    return model
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str | None
+    messages: tuple[dict[str, Any], ...] | None = None
+
+
+def read_prompt_file(path: Path) -> list[Prompt]:
+    """One prompt per line, or JSONL: each line a JSON string, or an object with "prompt"/"text" or "messages"."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError as exc:
+        raise InputError("prompt file not found", path) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read prompt file: {exc}", path) from exc
+    jsonl = path.suffix.lower() in (".jsonl", ".json") or all(
+        line.lstrip().startswith(("{", '"')) for line in lines if line.strip())
+    prompts = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if not jsonl:
+            prompts.append(Prompt(line))
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"line {number} is not JSON ({exc.msg})", path) from exc
+        if isinstance(value, str):
+            prompts.append(Prompt(value))
+        elif isinstance(value, dict) and isinstance(value.get("messages"), list):
+            prompts.append(Prompt(None, tuple(value["messages"])))
+        elif isinstance(value, dict) and isinstance(value.get("prompt", value.get("text")), str):
+            prompts.append(Prompt(value.get("prompt", value.get("text"))))
+        else:
+            raise InputError(f"line {number} needs a string, or an object with 'prompt', 'text' or 'messages'", path)
+    if not prompts:
+        raise InputError("prompt file holds no prompts", path)
+    return prompts
+
+
+def encode_prompts(profile: ModelProfile, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
+    """Token ids for each prompt, with the target's tokenizer (and chat template with ``chat``)."""
+    tokenizer = profile.source.tokenizer
+    encoded = []
+    for prompt in prompts:
+        if chat or prompt.messages is not None:
+            text = apply_chat_template(profile, prompt.messages or ({"role": "user", "content": prompt.text},))
+            ids = tokenizer.encode(text, add_special_tokens=False).ids
+        else:
+            ids = tokenizer.encode(prompt.text, add_special_tokens=True).ids
+        if not ids:
+            raise VocabcheckError("a prompt encodes to no tokens; give it some text")
+        encoded.append(ids)
+    return encoded
+
+
+def apply_chat_template(profile: ModelProfile, messages: Sequence[dict[str, Any]]) -> str:
+    if not profile.chat_template:
+        raise InputError("--chat needs a chat template, and the target has none", profile.location)
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    specials = {f"{role}_token": token.content for role in ("bos", "eos", "pad", "unk")
+                if (token := profile.specials.role(role)) is not None and token.content is not None}
+    try:
+        rendered, _ = render_jinja_template(conversations=[list(messages)], chat_template=profile.chat_template,
+                                            add_generation_prompt=True, **specials)
+    except Exception as exc:  # jinja2 raises many types for a broken template
+        raise InputError(f"the chat template fails: {str(exc).splitlines()[0][:200]}",
+                         profile.provenance.get("chat_template", profile.location)) from exc
+    return rendered[0]
