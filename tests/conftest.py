@@ -28,12 +28,13 @@ def _offline(tmp_path_factory):
     """No test may reach the network or the user's caches."""
     home = tmp_path_factory.mktemp("hf-home")
     saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_HOME", "VOCABCHECK_CACHE", "HF_ENDPOINT",
-                                            "TRANSFORMERS_VERBOSITY")}
+                                            "TRANSFORMERS_VERBOSITY", "VOCABCHECK_DEBUG")}
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_HOME"] = str(home)
     os.environ["VOCABCHECK_CACHE"] = str(tmp_path_factory.mktemp("vocabcheck-cache"))
     os.environ["TRANSFORMERS_VERBOSITY"] = "error"
     os.environ.pop("HF_ENDPOINT", None)
+    os.environ.pop("VOCABCHECK_DEBUG", None)  # the tests check the one-line errors users get without it
     yield
     for key, value in saved.items():
         if value is None:

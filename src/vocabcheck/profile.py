@@ -242,6 +242,10 @@ def profile_tokenizer(document: Mapping[str, Any], where: str) -> TokenizerProfi
         raise InputError(f"unsupported tokenizer model type {model_type!r}", where)
     params = dict(MODEL_DEFAULTS[model_type])
     params.update({k: v for k, v in model.items() if k in MODEL_DEFAULTS[model_type]})
+    if model_type == "BPE":  # tokenizers treats an empty prefix/suffix as none; transformers' builders write ""
+        for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+            if params[key] == "":
+                params[key] = None
 
     scores: tuple[float, ...] | None = None
     merges: tuple[Sequence[str], ...] | None = None

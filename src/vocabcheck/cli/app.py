@@ -7,6 +7,7 @@ where to report it; 130 interrupted. ``--debug`` (or VOCABCHECK_DEBUG=1) adds th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
@@ -46,8 +47,7 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """vocabcheck: compare tokenizers and embedding shapes, run and benchmark speculative decoding."""
-    if debug:
-        os.environ["VOCABCHECK_DEBUG"] = "1"
+    # --debug is read from the command line by main(), which prints tracebacks; nothing to keep here
 
 
 def _debug(argv: list[str]) -> bool:
@@ -60,8 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     from . import commands  # noqa: F401  (registers the commands)
 
     command = typer.main.get_command(app)
+    quiet = contextlib.nullcontext()
+    if "--json" in argv:  # machine-readable output: no download progress on the terminal either
+        from ..sources.hub import show_progress
+
+        quiet = show_progress(False)
     try:
-        result = command.main(args=argv, prog_name="vocabcheck", standalone_mode=False)
+        with quiet:
+            result = command.main(args=argv, prog_name="vocabcheck", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except typer.Exit as exc:
         return exc.exit_code

@@ -14,6 +14,8 @@ from .base import ModelSource, TensorShape
 from .local import open_directory, open_tokenizer_json
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+(@[\w./-]+)?$")
+# mistral-common and Mistral's repositories name versioned SentencePiece models tokenizer.model.v3, .v7m1...
+SENTENCEPIECE_VERSIONED = re.compile(r"\.model\.v\d+(m\d+)?$")
 
 
 def open_model(spec: str, *, read_checkpoint: bool = True) -> ModelSource:
@@ -45,7 +47,7 @@ def open_file(path: Path, spec: str) -> ModelSource:
         from .gguf import open_gguf
 
         return open_gguf(path, spec)
-    if name.endswith(".model"):
+    if name.endswith(".model") or SENTENCEPIECE_VERSIONED.search(name):
         from .raw import open_sentencepiece
 
         return open_sentencepiece(path, spec)

@@ -5,7 +5,9 @@
 - a bare SentencePiece ``.model`` file: transformers' ``SpmConverter.build_tokenizer_from_spm_proto``, which follows
   the model's own normalizer spec so that the result encodes like ``SentencePieceProcessor.encode``;
 - tiktoken BPE ranks: vocabulary and merges in the layout Hugging Face publishes for tiktoken-born tokenizers
-  (Qwen2/2.5: one merge per non-byte token, in rank order), see :func:`from_tiktoken_ranks`.
+  (Qwen2/2.5: one merge per non-byte token, in rank order), see :func:`from_tiktoken_ranks`;
+- the tokenizer metadata of a GGUF file: transformers' GGUF tokenizer builders, see :func:`from_gguf_metadata`;
+- a Mistral Tekken file: transformers' ``convert_tekken_tokenizer``, see :func:`from_tekken`.
 """
 
 from __future__ import annotations
@@ -155,3 +157,83 @@ def _last_merge(token: bytes, ranks: Mapping[bytes, int]) -> tuple[bytes, bytes]
     if left not in ranks or right not in ranks:
         return None
     return left, right
+
+
+# --- GGUF -------------------------------------------------------------------------------------------------------
+
+def from_gguf_metadata(architecture: str, metadata: Mapping[str, object], where: str | Path) -> tuple[str, dict]:
+    """tokenizer.json text and tokenizer_config-style fields for the tokenizer a GGUF file describes.
+
+    The metadata keys are mapped as transformers maps them (``GGUF_TOKENIZER_MAPPING``), the tokenizer is built by
+    transformers' GGUF builders (``convert_gguf_tokenizer``: byte-level BPE for ``gpt2``, SentencePiece-style BPE for
+    ``llama``, Unigram for ``t5``), and wrapped as ``AutoTokenizer.from_pretrained(..., gguf_file=...)`` wraps it, so
+    that the add-bos/add-eos flags become the post-processor transformers gives the tokenizer.
+    """
+
+    import transformers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import GGUF_TOKENIZER_MAPPING, convert_gguf_tokenizer
+
+    transformers.logging.set_verbosity_error()
+    grouped = {
+        group: {name: metadata[f"tokenizer.{key}"] for key, name in renames.items() if f"tokenizer.{key}" in metadata}
+        for group, renames in GGUF_TOKENIZER_MAPPING.items()
+    }
+    tokenizer_dict, config = grouped["tokenizer"], grouped["tokenizer_config"]
+    config.pop("chat_template", None)  # the source carries it; the tokenizer does not need it
+    tokenizer_type = tokenizer_dict.get("tokenizer_type")
+    # the defaults transformers' get_gguf_tokenizer applies: llama.cpp adds BOS to a SentencePiece vocabulary that
+    # does not say otherwise, and Gemma 4's chat template writes <bos> itself
+    if tokenizer_type == "llama":
+        config.setdefault("add_bos_token", True)
+    elif tokenizer_type == "gemma4":
+        config["add_bos_token"] = False
+    tokens = tokenizer_dict["tokens"]
+    for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("unk_token", "unk_token_id"),
+                      ("pad_token", "pad_token_id")):
+        config[name] = tokens[tokenizer_dict[key]] if key in tokenizer_dict else None
+    try:
+        backend, extra = convert_gguf_tokenizer(architecture, tokenizer_dict)
+        wrapped = PreTrainedTokenizerFast(tokenizer_object=backend, **config, **extra)
+    except ValueError as exc:
+        if "Cannot build a tokenizer" in str(exc):
+            raise UnsupportedModel(f"GGUF tokenizer.ggml.model={tokenizer_type!r} is not one transformers can build "
+                                   "a tokenizer from", where) from exc
+        raise InputError(f"transformers cannot build this GGUF tokenizer: {str(exc).splitlines()[0][:300]}",
+                         where) from exc
+    except (KeyError, TypeError, IndexError, AttributeError) as exc:
+        raise InputError(f"transformers cannot build this GGUF tokenizer: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0][:300] if str(exc) else ''}", where) from exc
+    # transformers' builders write "" for an absent BPE prefix/suffix; the profile reads both alike
+    return wrapped.backend_tokenizer.to_str(), {k: v for k, v in config.items() if k.startswith("add_")}
+
+
+# --- Mistral Tekken ---------------------------------------------------------------------------------------------
+
+
+def from_tekken(path: Path) -> tuple[str, dict]:
+    """tokenizer.json text and special-token names for a Mistral Tekken file (``tekken.json``).
+
+    transformers' ``convert_tekken_tokenizer`` does the work (``MistralConverter``: ranks to byte-level BPE, the
+    special tokens at ids 0..n-1 with ``<SPECIAL_i>`` fillers, vocabulary cut to ``default_vocab_size``), the same
+    conversion ``AutoTokenizer`` applies to a repository that ships only tekken.json. No chat template is generated.
+    """
+    import json
+
+    import transformers
+    from transformers.integrations.mistral.tokenizer import convert_tekken_tokenizer
+
+    transformers.logging.set_verbosity_error()
+    try:
+        tokenizer = convert_tekken_tokenizer(str(path), chat_template="")
+    except ImportError as exc:  # files without a special_tokens list take mistral-common's defaults
+        raise UnsupportedModel("this Tekken file lists no special tokens; transformers needs the mistral-common "
+                               "package for their defaults (pip install mistral-common)", path) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"Tekken file is not valid JSON: {str(exc).splitlines()[0][:200]}", path) from exc
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise InputError(f"not a Tekken tokenizer file transformers can convert ({type(exc).__name__}: {detail})",
+                         path) from exc
+    names = {role: getattr(tokenizer, role, None) for role in ("bos_token", "eos_token", "unk_token", "pad_token")}
+    return tokenizer.backend_tokenizer.to_str(), {k: v for k, v in names.items() if isinstance(v, str)}
