@@ -188,11 +188,15 @@ def test_bin_checkpoint_is_read_with_weights_only(tmp_path, qwen25_json):
     assert "weights_only" in profile.provenance["tensors"]
 
 
-@pytest.mark.parametrize("edit", ["pretty", "merges-as-strings", "defaults-omitted"])
+@pytest.mark.parametrize("edit", ["pretty", "merges-as-strings", "defaults-omitted", "empty-prefix"])
 def test_fingerprint_ignores_serialisation(tmp_path, qwen25_text, edit):
     document = json.loads(qwen25_text)
     if edit == "pretty":
         text = json.dumps(document, indent=4, ensure_ascii=True)
+    elif edit == "empty-prefix":  # transformers' builders write "" where tokenizers means none
+        document["model"]["continuing_subword_prefix"] = ""
+        document["model"]["end_of_word_suffix"] = ""
+        text = json.dumps(document)
     elif edit == "merges-as-strings":
         document["model"]["merges"] = [" ".join(m) for m in document["model"]["merges"]]
         text = json.dumps(document)
