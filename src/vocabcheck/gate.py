@@ -369,7 +369,7 @@ def gate_markdown(report: GateReport) -> str:
                      f"{RESULT_ICON[r.outcome]} | {note} |")
     lines.append("")
     for r in report.results:
-        lines += ["<details>", f"<summary>{RESULT_ICON[r.outcome]}: {escape(_html(r.pair.name))}</summary>", ""]
+        lines += ["<details>", f"<summary>{RESULT_ICON[r.outcome]}: {escape(r.pair.name)}</summary>", ""]
         if r.comparison is not None:
             lines += [f"- {escape(failure)}" for failure in r.failures] + ([""] if r.failures else [])
             lines.append(comparison_markdown(r.comparison, strict=r.pair.strict))
@@ -390,10 +390,6 @@ def failure_text(result: PairResult) -> str:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 __all__ = ["GATE_SCHEMA", "Expectation", "GateReport", "Manifest", "Outcome", "PairResult", "PairSpec",

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .diff import Diff, Finding, Severity, TokenizerDiffCache, VocabMatch, diff_profiles
+from .diff import CODES, Diff, Finding, Severity, TokenizerDiffCache, VocabMatch, diff_profiles
 from .profile import ModelProfile
 
 
@@ -115,7 +115,7 @@ def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
     same_rows = (t_emb.input_rows, t_emb.output_rows) == (d_emb.input_rows, d_emb.output_rows)
     if errors:
         verdict = Verdict.INCOMPATIBLE
-        reason = "; ".join(f.message.split(":")[0] for f in errors[:2])
+        reason = "; ".join(f"{CODES[f.code]} ({f.code})" for f in errors[:2])
     elif target.fingerprint == draft.fingerprint and same_rows:
         verdict = Verdict.IDENTICAL
         reason = "equivalent tokenizers and equal embedding rows"

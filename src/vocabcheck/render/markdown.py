@@ -9,7 +9,9 @@ ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ�
 
 
 def escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Table-cell text: pipes escaped, one line, and < > & as entities (GitHub would read '<unk>' as a tag)."""
+    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+            .replace("\n", " "))
 
 
 def comparison_markdown(comparison: Comparison, *, strict: bool = False) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -61,10 +63,14 @@ class ModelSource:
         from tokenizers import Tokenizer
 
         try:
-            return Tokenizer.from_str(self.tokenizer_json)
+            tokenizer = Tokenizer.from_str(self.tokenizer_json)
         except Exception as exc:  # tokenizers raises its own Exception subclass with a Rust message
             raise InputError(f"the tokenizers library cannot load this tokenizer: {_first_line(exc)}",
                              self.provenance.get("tokenizer", self.location)) from exc
+        # padding and truncation are serving settings, not what ids mean: the probe and the prompts encode without
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        return tokenizer
 
 
 def _first_line(exc: BaseException) -> str:
@@ -91,9 +97,19 @@ def read_capped(path: Path, limit: int, what: str) -> bytes:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", path) from exc
 
 
+# a UTF-16 surrogate written as an escape (\ud800) or as raw bytes (CESU-8): a string that may not be text
+_SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\xed[\xa0-\xbf]")
+
+
 def parse_json(data: bytes | str, where: str | Path, what: str) -> Any:
+    """Parse a JSON text; every way it can fail is an :class:`InputError` naming ``where``.
+
+    Strings must be Unicode text: an unpaired surrogate (``"\\udc80"``, which Python's parser accepts and the
+    `tokenizers` library refuses) cannot be printed or written as UTF-8, so it is refused here.
+    """
     try:
-        return json.loads(data)
+        value = json.loads(data)
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} is not UTF-8 text", where) from exc
     except json.JSONDecodeError as exc:
@@ -101,6 +117,20 @@ def parse_json(data: bytes | str, where: str | Path, what: str) -> Any:
                          where) from exc
     except RecursionError as exc:
         raise InputError(f"{what} is nested too deeply to read", where) from exc
+    except ValueError as exc:  # Python reads integers of at most 4,300 digits (sys.get_int_max_str_digits)
+        detail = (f"a number of more than {sys.get_int_max_str_digits():,} digits" if "digits" in str(exc)
+                  else _first_line(exc)[:200])
+        raise InputError(f"{what} is not valid JSON ({detail})", where) from exc
+    pattern = _SURROGATE_TEXT if isinstance(data, str) else _SURROGATE_BYTES
+    if pattern.search(data):  # rare (escaped emoji are surrogate pairs): only then look at every string
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(f"{what} holds a string that is not Unicode text (an unpaired surrogate, "
+                             f"U+{ord(exc.object[exc.start]):04X})", where) from exc
+        except RecursionError as exc:
+            raise InputError(f"{what} is nested too deeply to read", where) from exc
+    return value
 
 
 def read_json_object(path: Path, limit: int, what: str) -> dict[str, Any]:
