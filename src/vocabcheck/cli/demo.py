@@ -10,8 +10,9 @@ from .app import app
 @app.command()
 def demo(
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild the demo pair even if it is cached."),
+    no_bench: bool = typer.Option(False, "--no-bench", help="Skip the short benchmark at the end."),
 ) -> None:
-    """Build (once, offline, into the user cache) a Qwen2.5-shaped pair and compare it."""
+    """Build (once, offline, into the user cache) a Qwen2.5-shaped pair, then compare, run and bench it."""
     from ..demo.story import tell
 
-    tell(rebuild=rebuild)
+    tell(rebuild=rebuild, bench=not no_bench)

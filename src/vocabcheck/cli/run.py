@@ -69,9 +69,11 @@ def run(
                               on_tokens=printer.on_tokens if printer else None)
     if json_out:
         emit_json(data.run_document(session, result, sampling=sampling, seed=seed))
-        return
-    if printer:
-        printer.finish()
     else:
-        terminal.print_texts(out, session, result)
-    terminal.print_metrics(out, session, result)
+        if printer:
+            printer.finish()
+        else:
+            terminal.print_texts(out, session, result)
+        terminal.print_metrics(out, session, result)
+    if result.interrupted:  # Ctrl-C: what was generated so far is printed above
+        raise typer.Exit(130)

@@ -35,7 +35,9 @@ class Metrics:
     method: str
     k: int
     batch_size: int
-    steps: int = 0  # verification passes (one target forward each), summed over rows
+    steps: int = 0  # verifications, summed over rows
+    verify_passes: int = 0  # target forwards after prefill (one per step, whatever the batch)
+    draft_passes: int = 0  # draft forwards after prefill
     drafted: int = 0
     accepted: int = 0
     drafted_at: list[int] = field(default_factory=list)
@@ -79,6 +81,8 @@ class Metrics:
         return Metrics(
             method=self.method, k=self.k, batch_size=max(self.batch_size, other.batch_size),
             steps=self.steps + other.steps, drafted=self.drafted + other.drafted,
+            verify_passes=self.verify_passes + other.verify_passes,
+            draft_passes=self.draft_passes + other.draft_passes,
             accepted=self.accepted + other.accepted,
             drafted_at=[a + b for a, b in zip(self.drafted_at, other.drafted_at)],
             accepted_at=[a + b for a, b in zip(self.accepted_at, other.accepted_at)],
@@ -140,7 +144,6 @@ def generate(target, prompts: Sequence[Sequence[int]], *, method: str = "draft",
     generator = torch.Generator(device=device).manual_seed(seed)
     batch = len(prompts)
     metrics = Metrics(method=method, k=k, batch_size=batch, drafted_at=[0] * k, accepted_at=[0] * k)
-    eos = torch.tensor(sorted(set(eos_ids)) or [-1], device=device)
     mapper = _DraftMapper(alignment, device, draft) if method == "draft" else None
 
     start = time.perf_counter()
@@ -195,6 +198,7 @@ def generate(target, prompts: Sequence[Sequence[int]], *, method: str = "draft",
                 q = None
                 if method == "draft" and width_k > 0:
                     proposals, q = _draft_proposals(draft_state, mapper, pending, width_k, sampling, generator, device)
+                    metrics.draft_passes += width_k
                 elif method == "ngram" and width_k > 0:
                     proposals = [lookups[row].propose(width_k) for row in rows]
                 else:
@@ -208,6 +212,7 @@ def generate(target, prompts: Sequence[Sequence[int]], *, method: str = "draft",
                                       enumerate(zip(proposals, lengths))], device=device)
                 chunk_real = torch.tensor([[0] * (span - 1 - n) + [1] * (n + 1) for n in lengths], device=device)
                 logits = target_state.forward(chunk, chunk_real, keep=span)
+                metrics.verify_passes += 1
 
                 # 3. accept: target logits for proposal j of row i sit at slot (span - 1 - n_i) + j
                 count, chosen = _accept(logits, proposals, lengths, span, q, sampling, generator, device)
@@ -316,6 +321,10 @@ class _DraftMapper:
             x = torch.nn.functional.pad(x, (0, self.target_rows - self.usable))
         return x + self.bias
 
+    def greedy(self, draft_logits: torch.Tensor) -> torch.Tensor:
+        """The argmax of :meth:`logits` without building the padded vector (padded rows are -inf anyway)."""
+        return (draft_logits[..., : self.usable] + self.bias[: self.usable]).argmax(dim=-1)
+
 
 def _draft_proposals(state: KVState, mapper: _DraftMapper, pending: list[list[int]], k: int, sampling: Sampling,
                      generator: torch.Generator, device: torch.device):
@@ -326,11 +335,11 @@ def _draft_proposals(state: KVState, mapper: _DraftMapper, pending: list[list[in
     tokens = mapper.to_draft(tokens)
     picks, dists = [], []
     for _ in range(k):
-        logits = mapper.logits(state.forward(tokens, real, keep=1)[:, -1])
+        draft_logits = state.forward(tokens, real, keep=1)[:, -1]
         if sampling.greedy:
-            pick = logits.argmax(dim=-1)
+            pick = mapper.greedy(draft_logits)
         else:
-            q = warp(logits, sampling)
+            q = warp(mapper.logits(draft_logits), sampling)
             pick = draw(q, generator)
             dists.append(q)
         picks.append(pick)
@@ -344,9 +353,12 @@ def _accept(logits: torch.Tensor, proposals: list[list[int]], lengths: list[int]
             generator: torch.Generator, device: torch.device):
     """How many proposals each row accepts, and the token that follows them (correction or bonus)."""
     batch, width = len(proposals), span - 1
-    offsets = torch.tensor([span - 1 - n for n in lengths], device=device)
-    index = (offsets[:, None] + torch.arange(span, device=device)[None, :]).clamp(max=span - 1)
-    target_logits = logits.gather(1, index[:, :, None].expand(-1, -1, logits.shape[-1]))  # [B, span, V]
+    if min(lengths) == width:  # no row is padded (always so for the draft method): the slots are the positions
+        target_logits = logits
+    else:
+        offsets = torch.tensor([span - 1 - n for n in lengths], device=device)
+        index = (offsets[:, None] + torch.arange(span, device=device)[None, :]).clamp(max=span - 1)
+        target_logits = logits.gather(1, index[:, :, None].expand(-1, -1, logits.shape[-1]))  # [B, span, V]
     proposed = torch.tensor([p + [0] * (width - len(p)) for p in proposals], device=device, dtype=torch.long)
     valid = torch.arange(width, device=device)[None, :] < torch.tensor(lengths, device=device)[:, None]
     rows = torch.arange(batch, device=device)

@@ -59,7 +59,6 @@ def model_directory(profile: ModelProfile) -> Path:
 
 def load_model(profile: ModelProfile, device, dtype):
     """A causal LM from its directory, never with repository code, in eval mode on ``device``."""
-    import torch
     import transformers
     from transformers import AutoModelForCausalLM
 
@@ -74,7 +73,7 @@ def load_model(profile: ModelProfile, device, dtype):
                          directory) from exc
     model.to(device)
     model.eval()
-    torch.set_grad_enabled(False)
+    model.requires_grad_(False)
     return model
 
 

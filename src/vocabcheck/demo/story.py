@@ -1,4 +1,5 @@
-"""`vocabcheck demo`: what engines conclude from config.vocab_size, and what is true."""
+"""`vocabcheck demo`: the whole story on the embedded pair — what engines conclude from config.vocab_size, what is
+true, a speculative run across the padded rows, and a short benchmark."""
 
 from __future__ import annotations
 
@@ -7,28 +8,89 @@ import json
 from rich.text import Text
 
 from ..render import terminal
-from .pair import demo_pair
+from .pair import DemoPair, demo_pair
+
+PROMPT = '''def binary_search(items, target):
+    """Return the index of target in the sorted list items, or -1."""
+    low, high = 0, len(items) - 1
+'''
 
 
-def tell(rebuild: bool = False) -> None:
-    from .. import compare
-
+def tell(rebuild: bool = False, bench: bool = True) -> None:
     out = terminal.console()
     with out.status("building the demo pair") as status:
         pair = demo_pair(rebuild=rebuild, progress=lambda message: status.update(message))
+    _introduce(out, pair)
+    _compare(out, pair)
+    _run(out, pair)
+    if bench:
+        _bench(out, pair)
+    out.rule("Try it yourself")
+    out.print(f"vocabcheck compare {pair.target} {pair.draft}")
+    out.print(f"vocabcheck run {pair.target} {pair.draft} --prompt 'def fibonacci(n):' --max-new-tokens 64")
+    out.print(f"vocabcheck bench {pair.target} {pair.draft} --compare-hf")
+    out.print(f"vocabcheck align {pair.target} {pair.draft} --out aligned-draft")
+
+
+def _introduce(out, pair: DemoPair) -> None:
     out.print(Text("Demo pair ", style="bold") + Text(
-        f"{'built' if pair.built else 'cached'} in {pair.target.parent}: the real Qwen2.5 tokenizer with a "
-        "Qwen2.5-7B-shaped target and a Qwen2.5-0.5B-shaped draft, both tiny and seeded"))
+        f"{'built' if pair.built else 'cached'} in {pair.target.parent}: the real Qwen2.5 tokenizer (rebuilt from "
+        "qwen.tiktoken), a target with Qwen2.5-7B's 152,064 embedding rows and a draft with Qwen2.5-0.5B's 151,936, "
+        "small enough for a laptop CPU."))
+    if pair.recipe:
+        out.print(Text("How it was made: ", style="bold") + Text(pair.recipe))
+
+
+def _compare(out, pair: DemoPair):
+    from .. import compare
+
     target_vocab = json.loads((pair.target / "config.json").read_text())["vocab_size"]
     draft_vocab = json.loads((pair.draft / "config.json").read_text())["vocab_size"]
-    out.rule("What engines conclude from config.vocab_size")
+    out.rule("1. What engines conclude from config.vocab_size")
     if target_vocab != draft_vocab:
         out.print(f"target vocab_size {target_vocab:,} ≠ draft vocab_size {draft_vocab:,}: vLLM raises \"Target and "
                   "draft model should have the same vocabulary size\"; the pair is refused.")
     else:
         out.print(f"vocab_size {target_vocab:,} on both sides: engines accept the pair.")
-    out.rule("What is true: vocabcheck compare")
+    out.rule("2. What is true: vocabcheck compare")
     comparison = compare(str(pair.target), str(pair.draft))
-    terminal.print_comparison(out, comparison)
-    out.print(Text("Try it yourself: ", style="bold")
-              + Text(f"vocabcheck compare {pair.target} {pair.draft}"))
+    terminal.print_comparison(out, comparison, show_info=True)
+    return comparison
+
+
+def _run(out, pair: DemoPair) -> None:
+    from ..decode import Sampling
+    from ..decode.loading import Prompt
+    from ..decode.session import RunRequest, start_session
+
+    out.rule("3. A speculative run across the padded rows: vocabcheck run")
+    session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
+    result = session.generate([Prompt(PROMPT)], max_new_tokens=48, k=4, sampling=Sampling())
+    plain = session.generate([Prompt(PROMPT)], method="none", max_new_tokens=48, sampling=Sampling())
+    terminal.print_texts(out, session, result)
+    terminal.print_metrics(out, session, result)
+    same = result.sequences[0].token_ids == plain.sequences[0].token_ids
+    out.print(Text("Lossless: ", style="bold") + Text(
+        "the speculative output is token for token the target's own greedy output" if same else
+        "the speculative output differs from the target's greedy output", style="green" if same else "bold red"))
+
+
+def _bench(out, pair: DemoPair) -> None:
+    from ..bench import BenchPlan, default_prompts, run_bench
+    from ..decode.loading import Prompt
+    from ..decode.session import RunRequest, start_session
+    from ..render import bench_report
+
+    out.rule("4. A short benchmark: vocabcheck bench (batch 1 and 4, 32 tokens, median of 3)")
+    session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
+    ids = session.encode([Prompt(t) for t in default_prompts(8)], chat=False)
+    plan = BenchPlan(batch_sizes=(1, 4), k=4, max_new_tokens=32, warmup=1, repeat=3)
+    with out.status("benchmarking") as status:
+        result = run_bench(session, ids, plan, progress=status.update)
+    out.print(bench_report.summary_table(result))
+    draft = result.row("draft", 1)
+    if draft is not None and draft.ideal_speedup:
+        out.print(f"batch 1: acceptance {draft.acceptance_rate:.0%}, mean accepted length "
+                  f"{draft.mean_accepted_length:.2f}, cost ratio c = {draft.cost_ratio:.3f}: the ideal speedup is "
+                  f"{draft.ideal_speedup:.2f}× and this run reached {draft.speedup:.2f}× "
+                  f"(efficiency {draft.efficiency:.2f}). reports/ holds the full benchmark.")

@@ -1,0 +1,265 @@
+"""`vocabcheck bench`: time per output token with no speculation, n-gram and draft-model speculation, per batch
+size, against the ideal speedup and against transformers' own assisted generation.
+
+Every cell runs in one process on the same prompts, interleaved (each repeat visits the cells in a rotated order,
+so drift on a shared machine spreads over all of them), after a warm-up; the table reports medians and the spread
+(min-max). Greedy output is checked against plain decoding in every cell.
+
+The ideal (Leviathan et al. 2023): with per-token acceptance α, k proposals and cost ratio c (one draft forward /
+one target forward, measured at the same batch size), a step yields (1 - α^(k+1)) / (1 - α) tokens for the cost of
+k·c + 1 target steps, so the expected speedup is (1 - α^(k+1)) / ((1 - α)(k·c + 1)). The first factor is the mean
+accepted length L, measured directly, so ideal = L / (k·c + 1), and ``efficiency`` = measured / ideal shows how far
+the engine's own overhead — and a verification pass that costs more than one step — keep it from the limit.
+``verify_cost`` reports that second factor: one verification pass over k+1 tokens / one plain decoding step (about
+1 where the target is memory-bound, as on a GPU at small batch; more where it is compute-bound, as on a CPU or at
+large batch). ``engine_efficiency`` = measured / (L / (k·c + verify_cost)) isolates the engine's own overhead.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .decode.engine import Metrics
+from .decode.sampling import Sampling
+from .decode.session import Session
+
+BENCH_SCHEMA = "vocabcheck.bench/1"
+
+# stdlib modules the default prompts come from; none is in the demo pair's training corpus (demo/train.py)
+PROMPT_MODULES = ("heapq.py", "bisect.py", "calendar.py", "fractions.py", "statistics.py", "ipaddress.py",
+                  "gettext.py", "sched.py", "queue.py", "shlex.py", "fnmatch.py", "glob.py", "colorsys.py",
+                  "uuid.py", "zipfile.py", "netrc.py")
+
+
+def default_prompts(count: int = 32) -> list[str]:
+    """Code-completion prompts: a function's first lines from Python's own standard library (held out from the
+    demo pair's training text), round-robin over :data:`PROMPT_MODULES`."""
+    import sysconfig
+    from pathlib import Path
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    per_module: list[list[str]] = []
+    for name in PROMPT_MODULES:
+        path = root / name
+        if not path.is_file():
+            continue
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        snippets = []
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith("def ") and line.rstrip().endswith(":"):
+                body = [line] + [b for b in lines[i + 1:i + 4]]
+                snippets.append("\n".join(body) + "\n")
+        per_module.append(snippets)
+    prompts: list[str] = []
+    index = 0
+    while len(prompts) < count and any(index < len(s) for s in per_module):
+        prompts += [s[index] for s in per_module if index < len(s)]
+        index += 1
+    return prompts[:count]
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    batch_sizes: tuple[int, ...] = (1, 16)
+    methods: tuple[str, ...] = ("none", "ngram", "draft")
+    k: int = 4
+    max_new_tokens: int = 64
+    warmup: int = 1
+    repeat: int = 3
+    compare_hf: bool = False
+    ngram_min: int = 1
+    ngram_max: int = 3
+
+
+@dataclass
+class Cell:
+    """One (method, batch size) cell: every repeat's metrics and whether its greedy output matched plain decoding."""
+
+    method: str
+    batch_size: int
+    runs: list[Metrics] = field(default_factory=list)
+    outputs: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
+    lossless: bool | None = None
+
+    def _median(self, values: Sequence[float]) -> float:
+        return statistics.median(values) if values else 0.0
+
+    @property
+    def tpot_ms(self) -> float:
+        return self._median([m.tpot_ms for m in self.runs])
+
+    @property
+    def tpot_spread(self) -> tuple[float, float]:
+        values = [m.tpot_ms for m in self.runs]
+        return (min(values), max(values)) if values else (0.0, 0.0)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self._median([m.tokens_per_s for m in self.runs])
+
+    @property
+    def totals(self) -> Metrics:
+        merged = self.runs[0]
+        for m in self.runs[1:]:
+            merged = merged.merge(m)
+        return merged
+
+    @property
+    def draft_pass_s(self) -> float:
+        """Median time of one draft forward (a batch of one token per row)."""
+        return self._median([m.draft_s / m.draft_passes for m in self.runs if m.draft_passes])
+
+    @property
+    def verify_pass_s(self) -> float:
+        """Median time of one target forward after prefill (k+1 tokens per row for speculation, 1 for none)."""
+        return self._median([m.target_s / m.verify_passes for m in self.runs if m.verify_passes])
+
+
+@dataclass(frozen=True)
+class Row:
+    method: str
+    batch_size: int
+    tpot_ms: float
+    tpot_spread_ms: tuple[float, float]
+    tokens_per_s: float
+    acceptance_rate: float | None
+    mean_accepted_length: float | None
+    acceptance_by_position: tuple[float, ...]
+    speedup: float | None
+    ideal_speedup: float | None = None
+    efficiency: float | None = None
+    alpha: float | None = None
+    cost_ratio: float | None = None
+    verify_cost: float | None = None
+    engine_efficiency: float | None = None
+    lossless: bool | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    plan: BenchPlan
+    rows: tuple[Row, ...]
+    hf_rows: tuple[Row, ...]
+    device: str
+    dtype: str
+    prompts: int
+    seconds: float
+    hf_note: str = ""
+    interrupted: bool = False  # Ctrl-C: the rows hold the repeats measured so far
+
+    def row(self, method: str, batch_size: int) -> Row | None:
+        return next((r for r in self.rows + self.hf_rows if r.method == method and r.batch_size == batch_size), None)
+
+    @property
+    def lossless(self) -> bool:
+        return all(r.lossless is not False for r in self.rows + self.hf_rows)
+
+
+def ideal_speedup(mean_accepted_length: float, k: int, cost_ratio: float) -> float:
+    """Leviathan et al. 2023 with α eliminated through the measured mean accepted length L."""
+    return mean_accepted_length / (k * cost_ratio + 1.0)
+
+
+def alpha_from_length(mean_accepted_length: float, k: int) -> float:
+    """The per-token acceptance α for which (1 - α^(k+1)) / (1 - α) equals the measured mean accepted length."""
+    target = min(max(mean_accepted_length, 1.0), k + 1.0)
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        value = sum(mid ** i for i in range(k + 1))
+        if value < target:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2
+
+
+def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPlan,
+              progress: Callable[[str], None] | None = None) -> BenchResult:
+    """Measure every (method, batch size) cell; prompts are token ids (cycled to fill the largest batch)."""
+    say = progress or (lambda message: None)
+    start = time.perf_counter()
+    methods = [m for m in plan.methods if m != "draft" or session.draft_model is not None]
+    cells = {(m, b): Cell(m, b) for b in plan.batch_sizes for m in methods}
+    batches = {b: [list(prompts[i % len(prompts)]) for i in range(b)] for b in plan.batch_sizes}
+
+    def measure(cell: Cell, tokens: int, record: bool) -> bool:
+        """Run one cell; False when Ctrl-C stopped it (the partial run is not recorded)."""
+        generation = session.generate_ids(batches[cell.batch_size], method=cell.method, k=plan.k,
+                                          max_new_tokens=tokens, sampling=Sampling(), seed=0,
+                                          ngram_min=plan.ngram_min, ngram_max=plan.ngram_max, time_phases=True)
+        if generation.interrupted:
+            return False
+        if record:
+            cell.runs.append(generation.metrics)
+            cell.outputs.append(tuple(s.token_ids for s in generation.sequences))
+        return True
+
+    order = list(cells.values())
+    schedule = [(cell, min(8, plan.max_new_tokens), False, "warm-up") for _ in range(plan.warmup) for cell in order]
+    for repeat in range(plan.repeat):
+        shift = repeat % len(order)
+        schedule += [(cell, plan.max_new_tokens, True, f"repeat {repeat + 1}/{plan.repeat}")
+                     for cell in order[shift:] + order[:shift]]
+    interrupted = False
+    try:
+        for cell, tokens, record, stage in schedule:
+            say(f"{stage}: {cell.method}, batch {cell.batch_size}")
+            if not measure(cell, tokens, record):
+                interrupted = True
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    cells = {key: cell for key, cell in cells.items() if cell.runs}
+    methods = [m for m in methods if any(key[0] == m for key in cells)]
+
+    rows = []
+    for batch in plan.batch_sizes:
+        base = cells.get(("none", batch))
+        for method in methods:
+            cell = cells.get((method, batch))
+            if cell is None:
+                continue
+            if base is not None and base.outputs:
+                cell.lossless = all(o == base.outputs[0] for o in cell.outputs)
+            rows.append(_row(cell, base, plan.k))
+    hf_rows, hf_note = (), ""
+    if plan.compare_hf and 1 in plan.batch_sizes and not interrupted:
+        from .bench_hf import measure_hf
+
+        hf_rows, hf_note = measure_hf(session, batches[1][0], plan, cells, say)
+    return BenchResult(plan=plan, rows=tuple(rows), hf_rows=tuple(hf_rows), device=str(session.device),
+                       dtype=str(session.dtype).removeprefix("torch."), prompts=len(prompts),
+                       seconds=time.perf_counter() - start, hf_note=hf_note, interrupted=interrupted)
+
+
+def _row(cell: Cell, base: Cell | None, k: int) -> Row:
+    totals = cell.totals
+    speculative = cell.method != "none"
+    speedup = base.tpot_ms / cell.tpot_ms if base is not None and cell.tpot_ms else None
+    row = Row(
+        method=cell.method, batch_size=cell.batch_size, tpot_ms=cell.tpot_ms, tpot_spread_ms=cell.tpot_spread,
+        tokens_per_s=cell.tokens_per_s,
+        acceptance_rate=totals.acceptance_rate if speculative else None,
+        mean_accepted_length=totals.mean_accepted_length if speculative else None,
+        acceptance_by_position=tuple(totals.acceptance_by_position) if speculative else (),
+        speedup=speedup, lossless=cell.lossless,
+    )
+    if base is None or not speculative:
+        return row
+    plain_step = base.verify_pass_s
+    if not plain_step:
+        return row
+    verify_cost = cell.verify_pass_s / plain_step
+    # n-gram lookup costs no model forward: c = 0 and the ideal is the mean accepted length itself
+    cost_ratio = cell.draft_pass_s / plain_step if cell.method == "draft" else 0.0
+    length = totals.mean_accepted_length
+    ideal = ideal_speedup(length, k, cost_ratio)
+    reachable = length / (k * cost_ratio + verify_cost) if verify_cost else None
+    return Row(**{**row.__dict__, "ideal_speedup": ideal, "efficiency": speedup / ideal if speedup else None,
+                  "alpha": alpha_from_length(length, k), "cost_ratio": cost_ratio, "verify_cost": verify_cost,
+                  "engine_efficiency": speedup / reachable if speedup and reachable else None})

@@ -1,0 +1,207 @@
+"""The benchmark as a terminal table, a JSON document, Markdown, and charts (matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .. import __version__, atomic
+from ..bench import BENCH_SCHEMA, BenchResult, Row
+
+LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
+         "hf-ngram": "transformers, prompt lookup", "hf-draft": "transformers, assisted",
+         "hf-draft-uad": "transformers, assisted (different-tokenizer path)"}
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "—" if value is None else f"{value:{spec}}{suffix}"
+
+
+def summary_table(result: BenchResult) -> Table:
+    """The reference table's shape: TPOT per batch size (rows) and method (columns)."""
+    k = result.plan.k
+    methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
+    table = Table(title=f"Time per output token (median of {result.plan.repeat}, {result.device}, "
+                        f"{result.dtype})", header_style="bold")
+    table.add_column("batch", justify="right")
+    for method in methods:
+        table.add_column(LABEL[method] + (f" (k={k})" if method != "none" else ""), justify="right")
+    for batch in result.plan.batch_sizes:
+        cells = []
+        for method in methods:
+            row = result.row(method, batch)
+            if row is None:
+                cells.append("—")
+                continue
+            text = f"{row.tpot_ms:.2f} ms"
+            if method != "none" and row.speedup is not None:
+                text += f" ({row.speedup:.2f}×)"
+            cells.append(text)
+        table.add_row(str(batch), *cells)
+    return table
+
+
+def detail_table(result: BenchResult) -> Table:
+    table = Table(title="Per cell", header_style="bold")
+    for column in ("method", "batch", "TPOT ms (min–max)", "tokens/s", "accept", "mean len", "speedup", "ideal",
+                   "efficiency", "c", "verify cost", "engine eff.", "lossless"):
+        table.add_column(column, justify="right" if column not in ("method",) else "left")
+    for row in result.rows + result.hf_rows:
+        table.add_row(LABEL.get(row.method, row.method), str(row.batch_size),
+                      f"{row.tpot_ms:.2f} ({row.tpot_spread_ms[0]:.2f}–{row.tpot_spread_ms[1]:.2f})",
+                      f"{row.tokens_per_s:.1f}", _fmt(row.acceptance_rate, ".1%"),
+                      _fmt(row.mean_accepted_length, ".2f"), _fmt(row.speedup, ".2f", "×"),
+                      _fmt(row.ideal_speedup, ".2f", "×"), _fmt(row.efficiency, ".2f"), _fmt(row.cost_ratio, ".3f"),
+                      _fmt(row.verify_cost, ".2f", "×"), _fmt(row.engine_efficiency, ".2f"),
+                      {True: "yes", False: "NO", None: "—"}[row.lossless])
+    return table
+
+
+def print_bench(out: Console, result: BenchResult) -> None:
+    out.print(summary_table(result))
+    out.print(detail_table(result))
+    if result.hf_note:
+        out.print(Text("transformers: ", style="bold") + Text(result.hf_note))
+    if not result.lossless:
+        out.print(Text("greedy output differed from plain decoding in a cell marked NO", style="bold red"))
+    if result.interrupted:
+        out.print(Text("interrupted: the table holds the repeats measured so far", style="bold yellow"))
+
+
+def row_document(row: Row) -> dict[str, Any]:
+    return {"method": row.method, "batch_size": row.batch_size, "tpot_ms": row.tpot_ms,
+            "tpot_ms_min": row.tpot_spread_ms[0], "tpot_ms_max": row.tpot_spread_ms[1],
+            "tokens_per_s": row.tokens_per_s, "acceptance_rate": row.acceptance_rate,
+            "mean_accepted_length": row.mean_accepted_length,
+            "acceptance_by_position": list(row.acceptance_by_position), "speedup": row.speedup,
+            "ideal_speedup": row.ideal_speedup, "efficiency": row.efficiency, "alpha": row.alpha,
+            "cost_ratio": row.cost_ratio, "verify_cost": row.verify_cost,
+            "engine_efficiency": row.engine_efficiency, "lossless": row.lossless,
+            "note": row.note}
+
+
+def bench_document(result: BenchResult, *, target: str, draft: str | None, command: str) -> dict[str, Any]:
+    plan = result.plan
+    return {
+        "schema": BENCH_SCHEMA,
+        "vocabcheck_version": __version__,
+        "command": command,
+        "target": target,
+        "draft": draft,
+        "device": result.device,
+        "dtype": result.dtype,
+        "plan": {"batch_sizes": list(plan.batch_sizes), "methods": list(plan.methods), "k": plan.k,
+                 "max_new_tokens": plan.max_new_tokens, "warmup": plan.warmup, "repeat": plan.repeat,
+                 "compare_hf": plan.compare_hf},
+        "prompts": result.prompts,
+        "seconds": result.seconds,
+        "lossless": result.lossless,
+        "interrupted": result.interrupted,
+        "rows": [row_document(r) for r in result.rows],
+        "hf_rows": [row_document(r) for r in result.hf_rows],
+        "hf_note": result.hf_note,
+    }
+
+
+def bench_markdown(result: BenchResult, *, target: str, draft: str | None, command: str, machine: str) -> str:
+    k = result.plan.k
+    methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
+    lines = ["# vocabcheck bench", "", f"- target: `{target}`", f"- draft: `{draft}`",
+             f"- machine: {machine}", f"- device / dtype: {result.device} / {result.dtype}",
+             f"- {result.prompts} prompts, {result.plan.max_new_tokens} new tokens each, greedy, k = {k}, "
+             f"warm-up {result.plan.warmup}, median of {result.plan.repeat} interleaved repeats",
+             f"- command: `{command}`", "", "## Time per output token", "",
+             "| batch | " + " | ".join(LABEL[m] + (f" (k={k})" if m != "none" else "") for m in methods) + " |",
+             "|---|" + "---|" * len(methods)]
+    for batch in result.plan.batch_sizes:
+        cells = []
+        for method in methods:
+            row = result.row(method, batch)
+            cells.append("—" if row is None else f"{row.tpot_ms:.2f} ms"
+                         + (f" ({row.speedup:.2f}×)" if method != "none" and row.speedup else ""))
+        lines.append(f"| {batch} | " + " | ".join(cells) + " |")
+    lines += ["", "## Every cell", "",
+              "| method | batch | TPOT ms (min–max) | tokens/s | acceptance | mean accepted length | speedup | ideal | "
+              "efficiency | c | verify cost | engine efficiency | lossless |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result.rows + result.hf_rows:
+        lines.append(
+            f"| {LABEL.get(row.method, row.method)} | {row.batch_size} | {row.tpot_ms:.2f} "
+            f"({row.tpot_spread_ms[0]:.2f}–{row.tpot_spread_ms[1]:.2f}) | {row.tokens_per_s:.1f} | "
+            f"{_fmt(row.acceptance_rate, '.1%')} | {_fmt(row.mean_accepted_length, '.2f')} | "
+            f"{_fmt(row.speedup, '.2f', '×')} | {_fmt(row.ideal_speedup, '.2f', '×')} | {_fmt(row.efficiency, '.2f')} | "
+            f"{_fmt(row.cost_ratio, '.3f')} | {_fmt(row.verify_cost, '.2f', '×')} | "
+            f"{_fmt(row.engine_efficiency, '.2f')} | { {True: 'yes', False: 'NO', None: '—'}[row.lossless] } |")
+    if result.hf_note:
+        lines += ["", f"transformers: {result.hf_note}"]
+    lines += ["", "![TPOT per method and batch size](tpot.png)", "",
+              "![Acceptance per draft position](acceptance.png)", ""]
+    return "\n".join(lines)
+
+
+def write_report(directory: Path, result: BenchResult, *, target: str, draft: str | None, command: str,
+                 machine: str) -> list[Path]:
+    """bench.md, bench.json, tpot.png and acceptance.png in ``directory``, each written atomically."""
+    import json
+
+    directory.mkdir(parents=True, exist_ok=True)
+    written = [
+        atomic.write_text(directory / "bench.md", bench_markdown(result, target=target, draft=draft, command=command,
+                                                                 machine=machine)),
+        atomic.write_text(directory / "bench.json",
+                          json.dumps(bench_document(result, target=target, draft=draft, command=command), indent=2)
+                          + "\n"),
+    ]
+    written += _charts(directory, result)
+    return written
+
+
+def _charts(directory: Path, result: BenchResult) -> list[Path]:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
+    batches = list(result.plan.batch_sizes)
+    figure, axis = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(len(methods), 1)
+    for i, method in enumerate(methods):
+        values = [getattr(result.row(method, b), "tpot_ms", 0.0) for b in batches]
+        positions = [j + (i - (len(methods) - 1) / 2) * width for j in range(len(batches))]
+        axis.bar(positions, values, width, label=LABEL[method])
+    axis.set_xticks(range(len(batches)), [f"batch {b}" for b in batches])
+    axis.set_ylabel("time per output token (ms)")
+    axis.set_title(f"TPOT per method and batch size ({result.device}, k={result.plan.k})")
+    axis.legend()
+    figure.tight_layout()
+    paths.append(_save(figure, directory / "tpot.png", io))
+    plt.close(figure)
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for row in result.rows:
+        if row.acceptance_by_position:
+            axis.plot(range(1, len(row.acceptance_by_position) + 1), row.acceptance_by_position, marker="o",
+                      label=f"{LABEL[row.method]}, batch {row.batch_size}")
+    axis.set_xlabel("draft position")
+    axis.set_ylabel("accepted (fraction of steps)")
+    axis.set_ylim(0, 1.05)
+    axis.set_title("Acceptance per draft position")
+    axis.legend()
+    figure.tight_layout()
+    paths.append(_save(figure, directory / "acceptance.png", io))
+    plt.close(figure)
+    return paths
+
+
+def _save(figure, path: Path, io) -> Path:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    return atomic.write_bytes(path, buffer.getvalue())
