@@ -94,7 +94,7 @@ class Metrics:
 
 
 @dataclass(frozen=True)
-class Sequence_:
+class GeneratedSequence:
     prompt_ids: tuple[int, ...]
     token_ids: tuple[int, ...]
     finish_reason: str  # "eos" or "length"
@@ -102,7 +102,7 @@ class Sequence_:
 
 @dataclass(frozen=True)
 class Generation:
-    sequences: tuple[Sequence_, ...]
+    sequences: tuple[GeneratedSequence, ...]
     metrics: Metrics
     interrupted: bool = False  # Ctrl-C: what was accepted so far
 
@@ -259,7 +259,8 @@ def generate(target, prompts: Sequence[Sequence[int]], *, method: str = "draft",
     metrics.generated = sum(len(o) for o in outputs)
     metrics.row_tpot_s = [(finished_at[r] - start - metrics.ttft_s) / (len(outputs[r]) - 1)
                           if len(outputs[r]) > 1 else float("nan") for r in range(batch)]
-    sequences = tuple(Sequence_(tuple(prompts[r]), tuple(outputs[r]), finish[r] or "length") for r in range(batch))
+    sequences = tuple(GeneratedSequence(tuple(prompts[r]), tuple(outputs[r]), finish[r] or "length")
+                      for r in range(batch))
     return Generation(sequences=sequences, metrics=metrics, interrupted=interrupted)
 
 

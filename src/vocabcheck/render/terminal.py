@@ -46,11 +46,13 @@ def print_findings(out: Console, findings: Iterable[Finding], *, show_info: bool
             continue
         style, mark = SEVERITY_STYLE[severity]
         out.print(Text(f"{SEVERITY_TITLE[severity]} ({len(group)})", style=f"bold {style}"))
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=2, justify="right")
+        grid.add_column(no_wrap=True)
+        grid.add_column(overflow="fold")
         for finding in group:
-            line = Text(f" {mark} ", style=style)
-            line.append(finding.code, style=f"bold {style}")
-            line.append("  " + finding.message)
-            out.print(line)
+            grid.add_row(Text(mark, style=style), Text(finding.code, style=f"bold {style}"), finding.message)
+        out.print(grid)
 
 
 def alignment_line(alignment: Alignment) -> Text:
