@@ -199,3 +199,14 @@ def test_report_files_are_not_written_on_bad_input(capsys, tmp_path, qwen25_json
     out = tmp_path / "out"
     code, _, _ = run(capsys, "compare", str(tmp_path / "missing"), str(qwen25_json), flag, str(out))
     assert code == 2 and not out.exists()
+
+
+def test_token_strings_that_look_like_markup_print_verbatim(capsys, mistral_json, qwen25_json):
+    """Mistral's control tokens are '[INST]' and '[/INST]': the terminal report must show them, not read them as
+    style tags (a closing tag with no opening one made rich raise)."""
+    code, out, err = run(capsys, "inspect", str(mistral_json("v3")))
+    assert code == 0, err
+    assert "'[/INST]'" in out and "'[INST]'" in out
+    code, out, err = run(capsys, "compare", str(mistral_json("v3")), str(mistral_json("v1")))
+    assert code == 1, err
+    assert "'[INST]'" in out

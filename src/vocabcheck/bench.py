@@ -5,6 +5,8 @@ Every cell runs in one process on the same prompts, interleaved (each repeat vis
 so drift on a shared machine spreads over all of them), after a warm-up; the table reports medians and the spread
 (min-max). Greedy output is checked against plain decoding in every cell.
 
+Every sequence generates exactly ``max_new_tokens`` tokens (eos is ignored), as in transformers' rows.
+
 The ideal (Leviathan et al. 2023): with per-token acceptance α, k proposals and cost ratio c (one draft forward /
 one target forward, measured at the same batch size), a step yields (1 - α^(k+1)) / (1 - α) tokens for the cost of
 k·c + 1 target steps, so the expected speedup is (1 - α^(k+1)) / ((1 - α)(k·c + 1)). The first factor is the mean
@@ -191,7 +193,8 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
         """Run one cell; False when Ctrl-C stopped it (the partial run is not recorded)."""
         generation = session.generate_ids(batches[cell.batch_size], method=cell.method, k=plan.k,
                                           max_new_tokens=tokens, sampling=Sampling(), seed=0,
-                                          ngram_min=plan.ngram_min, ngram_max=plan.ngram_max, time_phases=True)
+                                          ngram_min=plan.ngram_min, ngram_max=plan.ngram_max, time_phases=True,
+                                          ignore_eos=True)
         if generation.interrupted:
             return False
         if record:

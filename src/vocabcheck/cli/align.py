@@ -59,8 +59,7 @@ def _print(result, commands) -> None:
     plan = result.plan
     comparison = plan.comparison
     head = Text.assemble(terminal.verdict_text(comparison.verdict), "  ", comparison.reason)
-    console.print(Panel(head, title=f"[bold]{comparison.target.spec}[/] (target) ← [bold]{comparison.draft.spec}[/] "
-                                    "(draft)", title_align="left", expand=True))
+    console.print(Panel(head, title=terminal.pair_title(comparison), title_align="left", expand=True))
     for r in plan.resizes:
         change = f"{r.source_rows:,} → {r.rows:,} rows" if r.rows != r.source_rows else f"{r.rows:,} rows, unchanged"
         extra = f", {r.added:,} zero rows added" if r.added else (f", {r.dropped:,} rows dropped" if r.dropped else "")

@@ -58,13 +58,15 @@ class Session:
 
     def generate_ids(self, prompt_ids: Sequence[Sequence[int]], *, method: str | None = None, k: int = 4,
                      max_new_tokens: int = 64, sampling: Sampling = Sampling(), seed: int = 0, ngram_min: int = 1,
-                     ngram_max: int = 3, on_tokens=None, time_phases: bool | None = None) -> Generation:
+                     ngram_max: int = 3, on_tokens=None, time_phases: bool | None = None,
+                     ignore_eos: bool = False) -> Generation:
         method = method or self.request.method
         use_draft = method == "draft"
         return generate(self.target_model, prompt_ids, method=method,
                         draft=self.draft_model if use_draft else None,
                         alignment=self.comparison.alignment if use_draft else None, k=k,
-                        max_new_tokens=max_new_tokens, sampling=sampling, eos_ids=self.eos_ids, seed=seed,
+                        max_new_tokens=max_new_tokens, sampling=sampling,
+                        eos_ids=() if ignore_eos else self.eos_ids, seed=seed,
                         ngram_min=ngram_min, ngram_max=ngram_max, on_tokens=on_tokens, time_phases=time_phases)
 
     def generate(self, prompts: Sequence[Prompt], *, chat: bool = False, batch_size: int = 1,

@@ -20,7 +20,14 @@ SEVERITY_TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severi
 
 
 def console(stderr: bool = False) -> Console:
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console that never reads markup in strings: token strings such as '[INST]' or '[/INST]' and user paths
+    reach it verbatim (styles are given as Text objects)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
+
+
+def pair_title(comparison: Comparison) -> Text:
+    return Text.assemble((comparison.target.spec, "bold"), " (target) ← ", (comparison.draft.spec, "bold"),
+                         " (draft)")
 
 
 def verdict_text(verdict: Verdict) -> Text:
@@ -31,8 +38,7 @@ def print_comparison(out: Console, comparison: Comparison, *, strict: bool = Fal
     head = Text.assemble(verdict_text(comparison.verdict), "  ", (comparison.reason, ""))
     if strict and comparison.verdict is not Verdict.INCOMPATIBLE and comparison.failed(strict=True):
         head.append("\n--strict: warnings fail this pair", style="bold yellow")
-    out.print(Panel(head, title=f"[bold]{comparison.target.spec}[/] (target) ← [bold]{comparison.draft.spec}[/] "
-                              "(draft)", title_align="left", expand=True))
+    out.print(Panel(head, title=pair_title(comparison), title_align="left", expand=True))
     print_findings(out, comparison.findings, show_info=show_info)
     out.print(alignment_line(comparison.alignment))
     out.print(side_by_side(comparison.target, comparison.draft))
@@ -95,7 +101,7 @@ def print_profile(out: Console, profile: ModelProfile) -> None:
     table.add_row("add_eos_token (config)", _opt(profile.specials.config_add_eos))
     for fact, where in sorted(profile.provenance.items()):
         table.add_row(f"from: {fact}", where)
-    out.print(Panel(table, title=f"[bold]{profile.spec}[/]", title_align="left"))
+    out.print(Panel(table, title=Text(profile.spec, style="bold"), title_align="left"))
     added = profile.tokenizer.added
     if added:
         tokens = Table(title=f"Added tokens ({len(added)})", header_style="bold", pad_edge=False)
