@@ -120,22 +120,15 @@ def _train(tokenizer, target_shape, draft_shape, plan: TrainPlan, say: Callable[
 
     target = _compact_model(target_shape, vocab)
     _bigram_init(target, left, right, target_shape)
-    optimizer = torch.optim.AdamW(target.parameters(), lr=plan.target_lr, weight_decay=0.0)
-    scheduler = _schedule(optimizer, plan.target_steps)
-    target.train()
-    loss_value = float("nan")
-    for step in range(plan.target_steps):
+
+    def next_token_loss(step):
         batch = windows[torch.randint(len(windows), (plan.batch,), generator=generator)]
         logits = target(input_ids=batch[:, :-1]).logits
-        loss = F.cross_entropy(logits.reshape(-1, vocab), labels(batch).reshape(-1))
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        loss_value = loss.item()
-        if step % 10 == 0:
-            say(f"training the target: step {step}/{plan.target_steps}, loss {loss_value:.2f}")
-    target.eval()
+        return F.cross_entropy(logits.reshape(-1, vocab), labels(batch).reshape(-1))
+
+    loss_value = _fit(target, plan.target_steps, plan.target_lr, next_token_loss,
+                      lambda step, value: say(f"training the target: step {step}/{plan.target_steps}, "
+                                              f"loss {value:.2f}"))
 
     say("caching the target's distributions for the draft")
     chosen = windows[torch.randperm(len(windows), generator=generator)[: plan.teacher_windows]][:, :-1]
@@ -147,22 +140,15 @@ def _train(tokenizer, target_shape, draft_shape, plan: TrainPlan, say: Callable[
 
     draft = _compact_model(draft_shape, vocab)
     _bigram_init(draft, left, right, draft_shape)
-    optimizer = torch.optim.AdamW(draft.parameters(), lr=plan.draft_lr, weight_decay=0.0)
-    scheduler = _schedule(optimizer, plan.draft_steps)
-    draft.train()
-    kl_value = float("nan")
-    for step in range(plan.draft_steps):
+
+    def distillation_loss(step):
         rows = torch.randint(len(chosen), (plan.batch,), generator=generator)
         student = torch.log_softmax(draft(input_ids=chosen[rows]).logits, dim=-1)
         p = top_p[rows]
-        kl = (p * (torch.log(p.clamp(min=1e-12)) - student.gather(-1, top_ids[rows]))).sum(-1).mean()
-        optimizer.zero_grad(set_to_none=True)
-        kl.backward()
-        optimizer.step()
-        scheduler.step()
-        kl_value = kl.item()
-        if step % 25 == 0:
-            say(f"distilling the draft: step {step}/{plan.draft_steps}, KL {kl_value:.2f}")
+        return (p * (torch.log(p.clamp(min=1e-12)) - student.gather(-1, top_ids[rows]))).sum(-1).mean()
+
+    kl_value = _fit(draft, plan.draft_steps, plan.draft_lr, distillation_loss,
+                    lambda step, value: say(f"distilling the draft: step {step}/{plan.draft_steps}, KL {value:.2f}"))
 
     index = torch.tensor(kept)
     target_state = _expand(target.state_dict(), index, other, target_shape.rows, target_shape.tied)
@@ -198,10 +184,27 @@ def _bigram_init(model, left, right, shape) -> None:
             model.lm_head.weight.copy_(b * scale.mean())
 
 
-def _schedule(optimizer, steps: int):
+def _fit(model, steps: int, lr: float, loss_of: Callable, report: Callable[[int, float], None]) -> float:
+    """AdamW with a 10-step warm-up and a linear decay to a tenth; returns the last loss. The model ends in eval
+    mode."""
     import torch
 
-    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / 10) * max(0.1, 1 - s / steps))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / 10) * max(0.1, 1 - s / steps))
+    model.train()
+    value = float("nan")
+    for step in range(steps):
+        loss = loss_of(step)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        value = loss.item()
+        if step % max(1, steps // 10) == 0:
+            report(step, value)
+    model.eval()
+    return value
 
 
 def _expand(state: dict, index, other: int, rows: int, tied: bool) -> dict:
