@@ -51,6 +51,9 @@ def model_directory(profile: ModelProfile) -> Path:
         from ..sources.hub import download_weights
 
         return Path(download_weights(profile.spec))
+    if profile.kind == "gguf":
+        raise InputError("vocabcheck runs and benchmarks Hugging Face checkpoints through transformers; a GGUF file "
+                         "can be compared and inspected, and run with llama.cpp", profile.location)
     if profile.kind != "directory" or not profile.source.weights:
         raise InputError("generation needs a model directory with weights; this is a "
                          f"{profile.kind} without a checkpoint", profile.location)
