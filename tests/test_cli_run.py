@@ -130,3 +130,27 @@ def test_cuda_greedy_equals_plain_decoding(capsys, qwen_pair):
         assert json.loads(out)["device"].startswith("cuda")
         outputs.append(json.loads(out)["sequences"][0]["token_ids"])
     assert outputs[0] == outputs[1]
+
+
+def test_streamed_text_is_the_decoded_output_even_when_a_character_spans_tokens(qwen_pair):
+    """One prompt on a terminal streams its text as tokens are accepted; a character whose UTF-8 bytes span two
+    byte-level tokens is printed once it is whole, never as a replacement character."""
+    import io
+
+    from rich.console import Console
+
+    from vocabcheck import inspect
+    from vocabcheck.render.terminal import StreamPrinter
+
+    profile = inspect(str(qwen_pair[0]))
+    tokenizer = profile.source.tokenizer
+    text = "naïve 🤖 café — 日本語 done"
+    ids = tokenizer.encode(text, add_special_tokens=False).ids
+    assert any("\ufffd" in tokenizer.decode(ids[:i]) for i in range(1, len(ids))), "some prefix must split a character"
+    buffer = io.StringIO()
+    printer = StreamPrinter(Console(file=buffer, markup=False), profile)
+    for i, token in enumerate(ids):
+        printer.on_tokens(0, [token])
+        assert "\ufffd" not in buffer.getvalue()
+    printer.finish()
+    assert buffer.getvalue() == text + "\n"
