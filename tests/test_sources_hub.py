@@ -275,6 +275,28 @@ def test_download_weights_fetches_the_safetensors_snapshot_once(hub, qwen_pair):
     assert hub.bytes_served(TARGET) == {}
 
 
+def test_run_with_hub_ids_downloads_weights_only_after_the_check(hub, capsys, qwen_pair, mistral_json):
+    """`vocabcheck run` on hub ids: a compatible pair downloads its safetensors and generates what the local pair
+    generates; an incompatible pair is refused before any weight byte moves."""
+    code, out, err = run(capsys, "run", TARGET, DRAFT, "--prompt", "def f(x):", "--max-new-tokens", "4", "--json")
+    assert code == 0, err
+    via_hub = json.loads(out)["sequences"][0]["token_ids"]
+    served = hub.bytes_served(TARGET)
+    # compare read each header (one range request), then the weights came whole
+    assert all(served[p.name] == HEADER_PROBE + p.stat().st_size for p in qwen_pair[0].glob("*.safetensors"))
+    code, out, _ = run(capsys, "run", str(qwen_pair[0]), str(qwen_pair[1]), "--prompt", "def f(x):",
+                       "--max-new-tokens", "4", "--json")
+    assert json.loads(out)["sequences"][0]["token_ids"] == via_hub
+
+    hub.add_repo("mistralai/tokenizer-v1", {"tokenizer.json": mistral_json("v1"),
+                                             "config.json": json.dumps({"vocab_size": 32000}).encode()})
+    hub.reset_counts()
+    code, _, err = run(capsys, "run", "mistralai/tokenizer-v1", DRAFT, "--prompt", "x", "--max-new-tokens", "2")
+    assert code == 1 and "refused: the pair is incompatible" in err
+    assert not any(name.endswith(".safetensors") and size > HEADER_PROBE
+                   for repo in (DRAFT, "mistralai/tokenizer-v1") for name, size in hub.bytes_served(repo).items())
+
+
 def test_progress_is_drawn_on_a_terminal_and_never_when_turned_off(hub, monkeypatch):
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
