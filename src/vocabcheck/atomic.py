@@ -29,7 +29,9 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
 
 
 def write_text(path: str | Path, text: str) -> Path:
-    return write_bytes(path, text.encode("utf-8"))
+    """UTF-8; a surrogate from a path that is not UTF-8 ('\\udcff') is written as the text \\udcff (in a JSON string,
+    the escape of the same character)."""
+    return write_bytes(path, text.encode("utf-8", "backslashreplace"))
 
 
 @contextmanager

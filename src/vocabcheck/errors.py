@@ -6,6 +6,12 @@ CLI renders it as one line with exit code 2. Anything else that escapes is a bug
 
 from __future__ import annotations
 
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ISSUE_TRACKER = "https://github.com/vocabcheck/vocabcheck/issues"
@@ -49,3 +55,56 @@ class RefusedPair(VocabcheckError):
     """A pair that a command refuses to work on because its verdict is incompatible (exit code 1)."""
 
     exit_code = 1
+
+
+def library_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a third-party library while it reads a user's file, means "this file cannot be
+    used": any ``Exception``, or a Rust panic inside an extension such as `tokenizers` (PyO3 raises
+    ``pyo3_runtime.PanicException``, which derives from ``BaseException`` so that ``except Exception`` misses it).
+    KeyboardInterrupt, SystemExit and GeneratorExit are not failures of the file."""
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+@contextmanager
+def panic_output_dropped() -> Iterator[None]:
+    """Run a third-party library call whose Rust code may panic, without the panic's own report on the terminal.
+
+    Rust writes a panic's message (and, under RUST_BACKTRACE, a backtrace) straight to file descriptor 2 before PyO3
+    turns the panic into an exception; the exception carries the message and the CLI prints it as one line. Inside
+    this block descriptor 2 goes to a temporary file; when the block ends without a panic, what was written there is
+    passed on to the real descriptor 2 unchanged.
+    """
+    with _DESCRIPTOR_2:  # one redirection at a time: threads would otherwise restore each other's capture file
+        yield from _dropped_panic_output()
+
+
+_DESCRIPTOR_2 = threading.RLock()
+
+
+def _dropped_panic_output() -> Iterator[None]:
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable descriptor 2: nothing to protect
+        yield
+        return
+    panicked = False
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        except BaseException as exc:
+            panicked = type(exc).__name__ == "PanicException"
+            raise
+        finally:
+            try:
+                sys.stderr.flush()
+            except (OSError, ValueError):
+                pass
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not panicked:
+                capture.seek(0)
+                data = capture.read()
+                while data:
+                    data = data[os.write(2, data):]

@@ -14,7 +14,7 @@ import traceback
 
 import typer
 
-from ..errors import ISSUE_TRACKER, VocabcheckError
+from ..errors import ISSUE_TRACKER, VocabcheckError, library_failure
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import ClickException
@@ -57,6 +57,7 @@ def _debug(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _escape_undecodable_output()
     from . import commands  # noqa: F401  (registers the commands)
 
     command = typer.main.get_command(app)
@@ -93,12 +94,32 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return 0
     except Exception as exc:  # a bug: one line, a pointer, and the traceback on request
-        if _debug(argv):
-            traceback.print_exc()
-        detail = " ".join(str(exc).split())[:300]
-        print(f"internal error: {type(exc).__name__}: {detail} — this is a bug in vocabcheck; please report it "
-              f"at {ISSUE_TRACKER} (run with --debug for the traceback)", file=sys.stderr)
-        return 3
+        return _bug(exc, argv)
+    except BaseException as exc:  # a Rust panic in an extension: PyO3's PanicException derives from BaseException
+        if not library_failure(exc):
+            raise
+        return _bug(exc, argv)
+
+
+def _escape_undecodable_output() -> None:
+    """A path whose bytes are not UTF-8 reaches Python as a string with surrogates ('\\udcff'); a terminal stream with
+    strict errors would fail to print it. The process's own stdout and stderr print such characters as escapes."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and stream in (sys.__stdout__, sys.__stderr__) \
+                and getattr(stream, "errors", None) == "strict" and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="backslashreplace")
+            except (OSError, ValueError):
+                pass
+
+
+def _bug(exc: BaseException, argv: list[str]) -> int:
+    if _debug(argv):
+        traceback.print_exc()
+    detail = " ".join(str(exc).split())[:300]
+    print(f"internal error: {type(exc).__name__}: {detail} — this is a bug in vocabcheck; please report it "
+          f"at {ISSUE_TRACKER} (run with --debug for the traceback)", file=sys.stderr)
+    return 3
 
 
 def console_main() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -12,7 +13,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, SourceNotFound
+from ..errors import InputError, SourceNotFound, library_failure, panic_output_dropped
 
 # Size caps, checked before a file is read into memory. Real tokenizer.json files reach ~35 MB (Gemma 3), real
 # tokenizer_config.json files a few MB (256k added_tokens_decoder entries).
@@ -59,18 +60,42 @@ class ModelSource:
 
     @cached_property
     def tokenizer(self):
-        """The `tokenizers.Tokenizer`, loaded on first use (building BPE tables costs ~0.3 s for a 150k vocab)."""
+        """The `tokenizers.Tokenizer`, loaded on first use (building BPE tables costs ~0.3 s for a 150k vocab).
+
+        A file the library loads can still fail when it encodes (an unk token missing from the vocabulary, a
+        pre-tokenizer regex that exhausts its backtracking limit, a Rust panic): the tokenizer encodes and decodes
+        the probe corpus here, so that such a file is refused as bad input instead of failing later.
+        """
         from tokenizers import Tokenizer
 
+        where = self.provenance.get("tokenizer", self.location)
         try:
-            tokenizer = Tokenizer.from_str(self.tokenizer_json)
-        except Exception as exc:  # tokenizers raises its own Exception subclass with a Rust message
-            raise InputError(f"the tokenizers library cannot load this tokenizer: {_first_line(exc)}",
-                             self.provenance.get("tokenizer", self.location)) from exc
+            with panic_output_dropped():
+                tokenizer = Tokenizer.from_str(self.tokenizer_json)
+        except BaseException as exc:  # tokenizers raises a bare Exception with a Rust message, or panics
+            if not library_failure(exc):
+                raise
+            raise InputError(f"the tokenizers library cannot load this tokenizer: {_first_line(exc)[:300]}",
+                             where) from exc
         # padding and truncation are serving settings, not what ids mean: the probe and the prompts encode without
         tokenizer.no_padding()
         tokenizer.no_truncation()
+        try:
+            with panic_output_dropped():
+                for encoding in tokenizer.encode_batch(list(_smoke_texts()), add_special_tokens=True):
+                    tokenizer.decode(encoding.ids, skip_special_tokens=True)
+        except BaseException as exc:
+            if not library_failure(exc):
+                raise
+            raise InputError(f"the tokenizers library loads this tokenizer but cannot encode text with it: "
+                             f"{_first_line(exc)[:200]}", where) from exc
         return tokenizer
+
+
+def _smoke_texts() -> tuple[str, ...]:
+    from ..probe import CORPUS
+
+    return CORPUS + ("", " ", "\x00\x01\x7f", "\U0010fffd\ue000", "a" * 64 + "b", "1" * 64, "<|endoftext|>")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -81,20 +106,32 @@ def _first_line(exc: BaseException) -> str:
 def read_capped(path: Path, limit: int, what: str) -> bytes:
     """Read a whole file after checking its size against ``limit``."""
     try:
-        size = path.stat().st_size
+        status = path.stat()
     except FileNotFoundError as exc:
         raise SourceNotFound(f"{what} not found", path) from exc
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", path) from exc
+    if stat.S_ISDIR(status.st_mode):
+        raise InputError(f"expected {what} but found a directory", path)
+    if not stat.S_ISREG(status.st_mode):  # a FIFO or a device: opening or reading it could block forever
+        raise InputError(f"expected {what} but found something that is not a regular file", path)
+    size = status.st_size
     if size > limit:
         raise InputError(f"{what} is {size:,} bytes, over the {limit:,}-byte limit", path)
     try:
         with open(path, "rb") as handle:
-            return handle.read(limit + 1)
+            # read what stat saw (asking for limit + 1 bytes would allocate the whole limit for a small file); one
+            # byte more shows that the file grew since, and then reading goes on up to the limit
+            data = handle.read(min(size, limit) + 1)
+            if len(data) > size:
+                data += handle.read(limit + 1 - len(data))
     except IsADirectoryError as exc:
         raise InputError(f"expected {what} but found a directory", path) from exc
     except OSError as exc:
         raise InputError(f"cannot read {what}: {exc.strerror or exc}", path) from exc
+    if len(data) > limit:
+        raise InputError(f"{what} grew past the {limit:,}-byte limit while it was read", path)
+    return data
 
 
 # a UTF-16 surrogate written as an escape (\ud800) or as raw bytes (CESU-8): a string that may not be text

@@ -1,21 +1,23 @@
 """Tensor shapes from a local checkpoint, read from headers only: no weight is loaded.
 
-safetensors files are read through `huggingface_hub.parse_local_safetensors_file_metadata` after a bounds check of the
-8-byte header length against the file size; sharded checkpoints through their index, whose file names must stay
-inside the model directory. PyTorch ``.bin`` checkpoints are read only with ``torch.load(weights_only=True,
-mmap=True)``: tensors are memory-mapped, never unpickled as arbitrary objects.
+safetensors headers are read after a bounds check of the 8-byte header length against the file size and a cap, and
+every tensor entry is validated (shape, dtype, offsets inside the data section and as long as the shape needs);
+sharded checkpoints through their index, whose file names must stay inside the model directory. PyTorch ``.bin``
+checkpoints are read only with ``torch.load(weights_only=True, mmap=True)``: tensors are memory-mapped, never
+unpickled as arbitrary objects.
 """
 
 from __future__ import annotations
 
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, SourceNotFound
-from .base import MAX_INDEX_JSON_BYTES, TensorShape, inside, read_json_object
+from .base import MAX_INDEX_JSON_BYTES, TensorShape, inside, parse_json, read_json_object
 
-# huggingface_hub refuses headers over 25 MB; the check below runs first so that the message names the file size.
+# Real headers are 5-60 KB; a longer one is refused before it is read (huggingface_hub refuses over 25 MB).
 MAX_SAFETENSORS_HEADER_BYTES = 100 * 1024 * 1024
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -40,7 +42,7 @@ def find_checkpoint(directory: Path) -> Checkpoint | None:
     single = directory / SAFETENSORS_SINGLE
     if single.is_file():
         return Checkpoint(safetensors_shapes(single), (single,), f"{single.name} (header)")
-    others = sorted(p for p in directory.glob("*.safetensors") if not p.name.startswith("adapter"))
+    others = sorted(p for p in directory.glob("*.safetensors") if not p.name.startswith("adapter") and p.is_file())
     if others:
         names = ", ".join(p.name for p in others)
         return Checkpoint(_read_safetensors_files(tuple(others)), tuple(others), f"{names} (headers)")
@@ -67,8 +69,13 @@ def _index_files(directory: Path, index: Path) -> tuple[Path, ...]:
     names = sorted(set(weight_map.values()))
     files = tuple(inside(directory, name, "checkpoint index", index) for name in names)
     for path in files:
-        if not path.is_file():
-            raise SourceNotFound(f"shard {path.name} named by {index.name} is missing", path)
+        try:
+            present = path.is_file()
+        except OSError as exc:  # a name too long for the file system, a component that is not a directory...
+            raise InputError(f"checkpoint index names a shard that cannot be opened: {_short(path.name)} "
+                             f"({exc.strerror or exc})", index) from exc
+        if not present:
+            raise SourceNotFound(f"shard {_short(path.name)} named by {index.name} is missing", path)
     return files
 
 
@@ -79,69 +86,114 @@ def _read_safetensors_files(files: tuple[Path, ...]) -> dict[str, TensorShape]:
     return tensors
 
 
-def safetensors_shapes(path: Path) -> dict[str, TensorShape]:
-    """Shapes and dtypes of every tensor in one safetensors file, from its header."""
-    from huggingface_hub import parse_local_safetensors_file_metadata
-    from huggingface_hub.errors import SafetensorsParsingError
+# bits per element of the dtypes the safetensors format defines
+SAFETENSORS_DTYPE_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16,
+    "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64, "F4": 4, "F6_E2M3": 6,
+    "F6_E3M2": 6,
+}
 
+
+def safetensors_shapes(path: Path) -> dict[str, TensorShape]:
+    """Shapes and dtypes of every tensor in one safetensors file, from its header.
+
+    The 8-byte header length is checked against the file size and a cap before the header is read; every tensor's
+    offsets must lie inside the data section and hold exactly its shape times its dtype's width, as the safetensors
+    library requires, so a header cannot claim rows its file does not have.
+    """
     try:
-        size = path.stat().st_size
+        status = path.stat()
+        if not stat.S_ISREG(status.st_mode):  # a FIFO or a device: opening or reading it could block forever
+            raise InputError("not a regular file", path)
+        size = status.st_size
         with open(path, "rb") as handle:
             head = handle.read(8)
+            if len(head) < 8:
+                raise InputError("not a safetensors file: shorter than its 8-byte header length", path)
+            (header_len,) = struct.unpack("<Q", head)
+            if header_len > size - 8:
+                raise InputError(f"safetensors header claims {header_len:,} bytes but the file has {size:,}", path)
+            if header_len > MAX_SAFETENSORS_HEADER_BYTES:
+                raise InputError(f"safetensors header of {header_len:,} bytes is over the "
+                                 f"{MAX_SAFETENSORS_HEADER_BYTES:,}-byte limit", path)
+            body = handle.read(header_len)
     except OSError as exc:
         raise InputError(f"cannot read safetensors file: {exc.strerror or exc}", path) from exc
-    if len(head) < 8:
-        raise InputError("not a safetensors file: shorter than its 8-byte header length", path)
-    (header_len,) = struct.unpack("<Q", head)
-    if header_len > size - 8:
+    if len(body) < header_len:
         raise InputError(f"safetensors header claims {header_len:,} bytes but the file has {size:,}", path)
-    if header_len > MAX_SAFETENSORS_HEADER_BYTES:
-        raise InputError(f"safetensors header of {header_len:,} bytes is over the "
-                         f"{MAX_SAFETENSORS_HEADER_BYTES:,}-byte limit", path)
-    try:
-        meta = parse_local_safetensors_file_metadata(path)
-    except SafetensorsParsingError as exc:
-        raise InputError(f"safetensors header cannot be read: {_reason(exc)}", path) from exc
-    except (TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise InputError("safetensors header has an unexpected layout", path) from exc
+    header = parse_json(body, path, "safetensors header")
+    if not isinstance(header, dict):
+        raise InputError(f"safetensors header must hold a JSON object, found {type(header).__name__}", path)
     data_bytes = size - 8 - header_len
     shapes: dict[str, TensorShape] = {}
-    for name, info in meta.tensors.items():
-        shape = info.shape
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(info, dict):
+            raise InputError(f"safetensors header entry {_short(name)} is not an object", path)
+        shape, dtype, offsets = info.get("shape"), info.get("dtype"), info.get("data_offsets")
         if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise InputError(f"safetensors header gives tensor {name!r} an invalid shape {shape!r}", path)
-        offsets = info.data_offsets
-        if (len(offsets) != 2 or not all(type(o) is int for o in offsets)
+            raise InputError(f"safetensors header gives tensor {_short(name)} an invalid shape {_short(shape)}", path)
+        if not isinstance(dtype, str):
+            raise InputError(f"safetensors header gives tensor {_short(name)} an invalid dtype", path)
+        if dtype not in SAFETENSORS_DTYPE_BITS:
+            raise InputError(f"safetensors header gives tensor {_short(name)} the unknown dtype {_short(dtype)}", path)
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
                 or not 0 <= offsets[0] <= offsets[1] <= data_bytes):
-            raise InputError(f"safetensors header places tensor {name!r} at bytes {list(offsets)!r}, outside the "
-                             f"file's {data_bytes:,} data bytes", path)
-        if not isinstance(info.dtype, str):
-            raise InputError(f"safetensors header gives tensor {name!r} an invalid dtype", path)
-        shapes[name] = TensorShape(name=name, shape=tuple(shape), dtype=info.dtype, file=path.name)
+            raise InputError(f"safetensors header places tensor {_short(name)} at bytes {_short(offsets)}, outside "
+                             f"the file's {data_bytes:,} data bytes", path)
+        if _nbytes(shape, SAFETENSORS_DTYPE_BITS[dtype]) != offsets[1] - offsets[0]:
+            raise InputError(f"safetensors header gives tensor {_short(name)} the shape {_short(shape)} of {dtype}, "
+                             f"which does not fit its {offsets[1] - offsets[0]:,} bytes", path)
+        shapes[name] = TensorShape(name=name, shape=tuple(shape), dtype=dtype, file=path.name)
     return shapes
 
 
-def _reason(exc: Exception) -> str:
-    text = str(exc)
-    # huggingface_hub prefixes "Failed to parse safetensors header for '<file>' (<context>): "
-    return text.split("): ", 1)[-1].strip() or type(exc).__name__
+def _nbytes(shape: list[int], bits: int) -> int | None:
+    """Bytes of a tensor; ``None`` when the element count passes any real file (a shape of huge dimensions)."""
+    elements = 1
+    for dim in shape:
+        elements *= dim
+        if elements > 1 << 62:
+            return None
+    return -(-elements * bits // 8)
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# A torch.save archive keeps tensors in separate records; its pickle (data.pkl) only lists them: a few hundred KB for
+# the largest checkpoints.
+MAX_PICKLE_BYTES = 64 * 1024 * 1024
+# torch.load reports a refused pickle through regular expressions that take time quadratic in the longest run of
+# non-blank characters in the message (a 600 KB global name: hours); no real checkpoint has a string that long.
+MAX_PICKLE_WORD = 1024
 
 
 def pickle_shapes(path: Path) -> dict[str, TensorShape]:
-    """Shapes from a PyTorch checkpoint, loaded with ``weights_only=True`` and memory-mapped."""
+    """Shapes from a PyTorch checkpoint, loaded with ``weights_only=True`` and memory-mapped.
+
+    The pickle is first read as opcodes (``pickletools``, which executes nothing) so that a damaged or hostile one is
+    refused before torch sees it; then torch's weights-only unpickler accepts only tensors and plain containers.
+    """
     import pickle
 
     import torch
 
+    _check_pickle(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as exc:
         raise InputError("refused: this pickle holds more than tensors (torch.load weights_only=True rejected it: "
-                         f"{str(exc).splitlines()[0][:200]}); convert the checkpoint to safetensors", path) from exc
+                         f"{_plain(exc)}); convert the checkpoint to safetensors", path) from exc
     except RuntimeError as exc:
-        raise InputError(f"cannot read PyTorch checkpoint: {str(exc).splitlines()[0][:200]}", path) from exc
+        raise InputError(f"cannot read PyTorch checkpoint: {_plain(exc)}", path) from exc
     except (OSError, EOFError, ValueError) as exc:
-        raise InputError(f"cannot read PyTorch checkpoint: {exc}", path) from exc
+        raise InputError(f"cannot read PyTorch checkpoint: {_plain(exc)}", path) from exc
+    except Exception as exc:  # torch's readers of zip and pickle raise IndexError, KeyError... on damaged files
+        raise InputError(f"cannot read PyTorch checkpoint ({type(exc).__name__}: {_plain(exc)})", path) from exc
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict):
@@ -152,3 +204,45 @@ def pickle_shapes(path: Path) -> dict[str, TensorShape]:
         for name, value in state.items()
         if isinstance(name, str) and isinstance(value, torch.Tensor)
     }
+
+
+def _check_pickle(path: Path) -> None:
+    """Read the pickle records of a torch.save zip archive as opcodes, without executing them; refuse one that is
+    damaged, over :data:`MAX_PICKLE_BYTES`, or holds a string with a run of more than :data:`MAX_PICKLE_WORD`
+    non-blank characters. A file that is not a zip archive is left to torch, which refuses to memory-map it before
+    unpickling anything."""
+    import pickletools
+    import zipfile
+
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return
+    with archive:
+        for info in archive.infolist():
+            if not info.filename.endswith("data.pkl"):
+                continue
+            if info.file_size > MAX_PICKLE_BYTES:
+                raise InputError(f"the pickle {info.filename} is {info.file_size:,} bytes, over the "
+                                 f"{MAX_PICKLE_BYTES:,}-byte limit", path)
+            try:
+                data = archive.read(info)
+                for _, argument, position in pickletools.genops(data):
+                    if isinstance(argument, (str, bytes)) and len(argument) > MAX_PICKLE_WORD \
+                            and max(map(len, argument.split()), default=0) > MAX_PICKLE_WORD:
+                        raise InputError(f"refused: the pickle {info.filename} holds a string of {len(argument):,} "
+                                         f"characters at byte {position:,}, which no checkpoint of tensors needs; "
+                                         "convert the checkpoint to safetensors", path)
+            except InputError:
+                raise
+            except Exception as exc:  # pickletools' ValueError for an unknown opcode or a truncated pickle, zip errors
+                raise InputError(f"cannot read PyTorch checkpoint: its pickle {info.filename} is damaged "
+                                 f"({type(exc).__name__}: {_plain(exc)})", path) from exc
+
+
+def _plain(exc: BaseException) -> str:
+    """The first line of an exception's message without terminal colour codes, at most 200 characters."""
+    import re
+
+    lines = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip().splitlines()
+    return lines[0][:200] if lines else type(exc).__name__

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InputError, UnsupportedModel
+from ..errors import InputError, UnsupportedModel, library_failure, panic_output_dropped
 
 
 @dataclass(frozen=True)
@@ -27,29 +27,114 @@ class AddedTokenSpec:
     special: bool = True
 
 
+# Files transformers' tokenizer classes read from a directory; one of them that is not a regular file is refused.
+TOKENIZER_FILES = ("tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "config.json",
+                   "vocab.json", "merges.txt", "vocab.txt", "tokenizer.model", "spiece.model",
+                   "sentencepiece.bpe.model")
+# Never copied for a conversion: code and weights.
+NOT_STAGED = (".py", ".pyc", ".so", ".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack",
+              ".onnx", ".pkl", ".npz", ".ot", ".tflite")
+
+
 def from_transformers(directory: Path) -> str:
-    """tokenizer.json text for a directory that ships only slow-tokenizer files, converted by transformers."""
+    """tokenizer.json text for a directory that ships only slow-tokenizer files, converted by transformers.
+
+    transformers reads a copy of the directory's regular files (:func:`_staged`) without code or weights: a FIFO or a
+    device cannot block it, and no Python module of the repository is there to import.
+    """
+    import tempfile
+
     import transformers
     from transformers import AutoTokenizer
 
     transformers.logging.set_verbosity_error()
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(str(directory), trust_remote_code=False, local_files_only=True)
-    except ValueError as exc:
-        text = str(exc)
-        if "trust_remote_code" in text or "custom code" in text:
-            raise UnsupportedModel("this tokenizer needs code from the repository, which vocabcheck never runs",
-                                   directory) from exc
-        raise InputError(f"transformers cannot build a tokenizer here: {text.splitlines()[0][:300]}",
-                         directory) from exc
-    except (OSError, ImportError, KeyError, TypeError, AttributeError) as exc:
-        raise InputError(f"transformers cannot build a tokenizer here: {str(exc).splitlines()[0][:300]}",
-                         directory) from exc
+    with tempfile.TemporaryDirectory(prefix="vocabcheck-convert-") as scratch:
+        staged = _staged(directory, Path(scratch))
+
+        def here(text: str) -> str:
+            return text.replace(str(staged), str(directory))
+
+        try:
+            with panic_output_dropped():
+                tokenizer = AutoTokenizer.from_pretrained(str(staged), trust_remote_code=False,
+                                                          local_files_only=True)
+        except ValueError as exc:
+            text = here(str(exc))
+            if "trust_remote_code" in text or "custom code" in text:
+                raise UnsupportedModel("this tokenizer needs code from the repository, which vocabcheck never runs",
+                                       directory) from exc
+            raise InputError(f"transformers cannot build a tokenizer here: {(text.splitlines() or [''])[0][:300]}",
+                             directory) from exc
+        except BaseException as exc:  # config validation, the tokenizers library's bare Exception or a panic...
+            if not library_failure(exc):
+                raise
+            raise InputError(f"transformers cannot build a tokenizer here: {here(_describe(exc))}",
+                             directory) from exc
     backend = getattr(tokenizer, "backend_tokenizer", None) or getattr(tokenizer, "_tokenizer", None)
     if backend is None:
         raise UnsupportedModel(f"transformers loaded a {type(tokenizer).__name__}, which has no tokenizers backend",
                                directory)
-    return backend.to_str()
+    return _serialise(backend, directory)
+
+
+def _staged(directory: Path, scratch: Path) -> Path:
+    """A copy of the regular files of ``directory`` that a tokenizer conversion may read (symbolic links followed;
+    no code, no weights, nothing over the tokenizer.json size cap)."""
+    import shutil
+    import stat
+
+    from .base import MAX_TOKENIZER_JSON_BYTES
+
+    staged = scratch / "model"
+    staged.mkdir()
+    try:
+        entries = sorted(directory.iterdir())
+    except OSError as exc:
+        raise InputError(f"cannot list the directory: {exc.strerror or exc}", directory) from exc
+    for entry in entries:
+        if entry.name.lower().endswith(NOT_STAGED):
+            continue
+        try:
+            status = entry.stat()
+        except OSError:  # a dangling link, a loop: not a file to read
+            status = None
+        if status is None or not stat.S_ISREG(status.st_mode):
+            if entry.name in TOKENIZER_FILES:  # a FIFO, a device, a directory, a dangling link
+                raise InputError(f"{entry.name} is not a regular file", entry)
+            continue
+        if status.st_size > MAX_TOKENIZER_JSON_BYTES:
+            if entry.name in TOKENIZER_FILES:
+                raise InputError(f"{entry.name} is {status.st_size:,} bytes, over the "
+                                 f"{MAX_TOKENIZER_JSON_BYTES:,}-byte limit", entry)
+            continue
+        try:
+            shutil.copyfile(entry, staged / entry.name)
+        except OSError as exc:
+            raise InputError(f"cannot read {entry.name}: {exc.strerror or exc}", entry) from exc
+    return staged
+
+
+def _serialise(backend, where: str | Path) -> str:
+    """``backend.to_str()``, after checking that the vocabulary is not sparse beyond reason: the library writes one
+    entry per id up to the largest, so a vocab.json (or ranks file) with an id of 4,294,967,295 would take minutes and
+    gigabytes."""
+    try:
+        ids = backend.get_vocab(with_added_tokens=False).values()
+        top = max(ids, default=-1)
+        if top >= 16 * (len(ids) + 1024):
+            raise InputError(f"vocab is sparse beyond reason: {len(ids):,} tokens but an id of {top:,}", where)
+        with panic_output_dropped():
+            return backend.to_str()
+    except BaseException as exc:
+        if not library_failure(exc) or isinstance(exc, InputError):
+            raise
+        raise InputError(f"the tokenizers library cannot write this tokenizer: {_describe(exc)}", where) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    """``Type: first line of the message`` for an exception a library raised on a user's file."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:300]}" if lines else type(exc).__name__
 
 
 def from_sentencepiece(path: Path) -> str:
@@ -72,29 +157,62 @@ def from_sentencepiece(path: Path) -> str:
     else:
         raise UnsupportedModel(f"SentencePiece model type {proto.trainer_spec.model_type} is not BPE or Unigram",
                                path)
-    tokenizer = SpmConverter.build_tokenizer_from_spm_proto(proto, vocab)
-    if tokenizer is None:
-        raise InputError("transformers could not convert this SentencePiece model", path)
-    # Unknown (2) and control (3) pieces are special; user-defined pieces (4) are added but not special.
-    tokenizer.add_special_tokens([AddedToken(p.piece, special=True, normalized=False)
-                                  for p in pieces if p.type in (2, 3)])
-    tokenizer.add_tokens([AddedToken(p.piece, special=False, normalized=False) for p in pieces if p.type == 4])
-    return tokenizer.to_str()
+    try:
+        with panic_output_dropped():
+            tokenizer = SpmConverter.build_tokenizer_from_spm_proto(proto, vocab)
+            if tokenizer is None:
+                raise InputError("transformers could not convert this SentencePiece model", path)
+            # Unknown (2) and control (3) pieces are special; user-defined pieces (4) are added but not special.
+            tokenizer.add_special_tokens([AddedToken(p.piece, special=True, normalized=False)
+                                          for p in pieces if p.type in (2, 3)])
+            tokenizer.add_tokens([AddedToken(p.piece, special=False, normalized=False)
+                                  for p in pieces if p.type == 4])
+            return tokenizer.to_str()
+    except BaseException as exc:  # the converter and the tokenizers library on a damaged proto
+        if not library_failure(exc) or isinstance(exc, InputError):
+            raise
+        raise InputError(f"transformers could not convert this SentencePiece model: {_describe(exc)}",
+                         path) from exc
+
+
+# No real tiktoken vocabulary has a token over 128 bytes; deriving a token's merge costs its length squared.
+MAX_TIKTOKEN_TOKEN_BYTES = 1024
+MAX_TIKTOKEN_MERGE_WORK = 100_000_000  # the sum of squared token lengths (Qwen3.6's 248,044 ranks: 17.6 million)
 
 
 def read_tiktoken_ranks(data: bytes, where: str | Path) -> dict[bytes, int]:
-    """Parse a tiktoken ranks file: one ``base64-token rank`` pair per line."""
+    """Parse a tiktoken ranks file: one ``base64-token rank`` pair per line; ranks are distinct non-negative ids."""
     ranks: dict[bytes, int] = {}
+    seen: dict[int, int] = {}
+    work = 0
     for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            token, rank = line.split()
-            ranks[base64.b64decode(token, validate=True)] = int(rank)
+            token, rank_text = line.split()
+            value = base64.b64decode(token, validate=True)
+            rank = int(rank_text)
         except ValueError as exc:
             raise InputError(f"line {number} is not '<base64 token> <rank>'", where) from exc
+        if not 0 <= rank < 2**32:
+            raise InputError(f"line {number}: rank {rank_text[:40].decode('ascii', 'replace')} is not an id "
+                             "(0 to 4,294,967,295)", where)
+        if rank in seen:
+            raise InputError(f"line {number}: rank {rank:,} is also given on line {seen[rank]:,}", where)
+        if len(value) > MAX_TIKTOKEN_TOKEN_BYTES:
+            raise InputError(f"line {number}: a token of {len(value):,} bytes, over the "
+                             f"{MAX_TIKTOKEN_TOKEN_BYTES:,}-byte limit", where)
+        work += len(value) ** 2
+        seen[rank] = number
+        ranks[value] = rank
     if not ranks:
         raise InputError("tiktoken file holds no ranks", where)
+    top = max(ranks.values())
+    if top >= 16 * (len(ranks) + 1024):
+        raise InputError(f"ranks are sparse beyond reason: {len(ranks):,} tokens but a rank of {top:,}", where)
+    if work > MAX_TIKTOKEN_MERGE_WORK:
+        raise InputError("tiktoken file holds more long tokens than any real vocabulary (the sum of squared token "
+                         f"lengths is {work:,}, over {MAX_TIKTOKEN_MERGE_WORK:,})", where)
     return ranks
 
 
@@ -193,19 +311,22 @@ def from_gguf_metadata(architecture: str, metadata: Mapping[str, object], where:
                       ("pad_token", "pad_token_id")):
         config[name] = tokens[tokenizer_dict[key]] if key in tokenizer_dict else None
     try:
-        backend, extra = convert_gguf_tokenizer(architecture, tokenizer_dict)
-        wrapped = PreTrainedTokenizerFast(tokenizer_object=backend, **config, **extra)
+        with panic_output_dropped():
+            backend, extra = convert_gguf_tokenizer(architecture, tokenizer_dict)
+            wrapped = PreTrainedTokenizerFast(tokenizer_object=backend, **config, **extra)
+        text = _serialise(wrapped.backend_tokenizer, where)
     except ValueError as exc:
         if "Cannot build a tokenizer" in str(exc):
             raise UnsupportedModel(f"GGUF tokenizer.ggml.model={tokenizer_type!r} is not one transformers can build "
                                    "a tokenizer from", where) from exc
         raise InputError(f"transformers cannot build this GGUF tokenizer: {str(exc).splitlines()[0][:300]}",
                          where) from exc
-    except (KeyError, TypeError, IndexError, AttributeError) as exc:
-        raise InputError(f"transformers cannot build this GGUF tokenizer: {type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0][:300] if str(exc) else ''}", where) from exc
+    except BaseException as exc:  # KeyError, TypeError... the tokenizers library's bare Exception, or a panic
+        if not library_failure(exc) or isinstance(exc, InputError):
+            raise
+        raise InputError(f"transformers cannot build this GGUF tokenizer: {_describe(exc)}", where) from exc
     # transformers' builders write "" for an absent BPE prefix/suffix; the profile reads both alike
-    return wrapped.backend_tokenizer.to_str(), {k: v for k, v in config.items() if k.startswith("add_")}
+    return text, {k: v for k, v in config.items() if k.startswith("add_")}
 
 
 # --- Mistral Tekken ---------------------------------------------------------------------------------------------
@@ -225,15 +346,16 @@ def from_tekken(path: Path) -> tuple[str, dict]:
 
     transformers.logging.set_verbosity_error()
     try:
-        tokenizer = convert_tekken_tokenizer(str(path), chat_template="")
+        with panic_output_dropped():
+            tokenizer = convert_tekken_tokenizer(str(path), chat_template="")
     except ImportError as exc:  # files without a special_tokens list take mistral-common's defaults
         raise UnsupportedModel("this Tekken file lists no special tokens; transformers needs the mistral-common "
                                "package for their defaults (pip install mistral-common)", path) from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"Tekken file is not valid JSON: {str(exc).splitlines()[0][:200]}", path) from exc
-    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-        detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise InputError(f"not a Tekken tokenizer file transformers can convert ({type(exc).__name__}: {detail})",
-                         path) from exc
+    except BaseException as exc:  # KeyError, TypeError, ValueError... or the tokenizers library's errors and panics
+        if not library_failure(exc):
+            raise
+        raise InputError(f"not a Tekken tokenizer file transformers can convert ({_describe(exc)})", path) from exc
     names = {role: getattr(tokenizer, role, None) for role in ("bos_token", "eos_token", "unk_token", "pad_token")}
-    return tokenizer.backend_tokenizer.to_str(), {k: v for k, v in names.items() if isinstance(v, str)}
+    return _serialise(tokenizer.backend_tokenizer, path), {k: v for k, v in names.items() if isinstance(v, str)}

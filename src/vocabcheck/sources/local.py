@@ -31,19 +31,21 @@ def open_directory(directory: Path, spec: str, *, read_checkpoint: bool = True) 
     provenance: dict[str, str] = {}
     tokenizer_config = _optional_json(directory / TOKENIZER_CONFIG, "tokenizer_config.json", provenance,
                                       "tokenizer_config")
+    config_provenance: dict[str, str] = {}  # read first (custom-code check), listed after the tokenizer
+    config = _optional_json(directory / CONFIG, "config.json", config_provenance, "config")
     tokenizer_file = directory / TOKENIZER_JSON
     if tokenizer_file.is_file():
         tokenizer_json = read_tokenizer_json(tokenizer_file)
         provenance["tokenizer"] = str(tokenizer_file)
     else:
-        _refuse_custom_code(directory, tokenizer_config)
+        _refuse_custom_code(directory, tokenizer_config, config)
         present = [name for name in SLOW_TOKENIZER_FILES if (directory / name).is_file()]
         if not present:
             raise SourceNotFound("no tokenizer here: expected tokenizer.json, or tokenizer.model / vocab.json + "
                                  "merges.txt / vocab.txt for transformers to convert", directory)
         tokenizer_json = convert.from_transformers(directory)
         provenance["tokenizer"] = f"{directory} ({', '.join(present)}, converted by transformers)"
-    config = _optional_json(directory / CONFIG, "config.json", provenance, "config")
+    provenance.update(config_provenance)
     generation = _optional_json(directory / GENERATION_CONFIG, "generation_config.json", provenance,
                                 "generation_config")
     special_map = _optional_json(directory / SPECIAL_TOKENS_MAP, "special_tokens_map.json", provenance,
@@ -93,11 +95,16 @@ def _optional_json(path: Path, what: str, provenance: dict[str, str], fact: str)
     return read_json_object(path, MAX_CONFIG_JSON_BYTES, what)
 
 
-def _refuse_custom_code(directory: Path, tokenizer_config: dict[str, Any] | None) -> None:
-    auto_map = (tokenizer_config or {}).get("auto_map")
-    if isinstance(auto_map, dict) and "AutoTokenizer" in auto_map:
-        raise UnsupportedModel("this tokenizer is custom code from the repository (tokenizer_config.json auto_map) "
-                               "and ships no tokenizer.json; vocabcheck never runs repository code", directory)
+def _refuse_custom_code(directory: Path, tokenizer_config: dict[str, Any] | None,
+                        config: dict[str, Any] | None) -> None:
+    """A repository whose tokenizer is its own Python code (``auto_map.AutoTokenizer`` in tokenizer_config.json or
+    config.json) and that ships no tokenizer.json cannot be read as data: converting its files with a built-in class
+    could describe another tokenizer than the one its code builds."""
+    for name, document in (("tokenizer_config.json", tokenizer_config), ("config.json", config)):
+        auto_map = (document or {}).get("auto_map")
+        if isinstance(auto_map, dict) and "AutoTokenizer" in auto_map:
+            raise UnsupportedModel(f"this tokenizer is custom code from the repository ({name} auto_map) and ships "
+                                   "no tokenizer.json; vocabcheck never runs repository code", directory)
 
 
 def _chat_template(directory: Path, tokenizer_config: dict[str, Any], provenance: dict[str, str]) -> str | None:

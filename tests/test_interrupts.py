@@ -1,0 +1,382 @@
+"""Nothing half-written, Ctrl-C, and bugs: a crash or Ctrl-C while a report, the demo cache or an aligned draft is
+being written leaves the old file (or directory) or none; Ctrl-C during `run` prints the metrics so far and exits
+130; an unexpected exception is one line that says it is a bug and where to report it (exit code 3)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from vocabcheck import atomic
+from vocabcheck.cli import main
+from vocabcheck.errors import ISSUE_TRACKER
+
+
+def cli(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --- injecting a failure in the middle of a write ------------------------------------------------------------------
+
+
+class _HalfWriter:
+    """A file that takes half of what it is given, then fails."""
+
+    def __init__(self, real, exc: BaseException):
+        self.real, self.exc = real, exc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.real.close()
+        return False
+
+    def write(self, data):
+        self.real.write(data[: len(data) // 2])
+        self.real.flush()
+        raise self.exc
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+
+class _Os:
+    """vocabcheck.atomic's view of the os module, with fdopen replaced."""
+
+    def __init__(self, fdopen):
+        self.fdopen = fdopen
+
+    def __getattr__(self, name):
+        return getattr(os, name)
+
+
+def fail_nth_write(monkeypatch, n: int, exc: BaseException) -> list[Path]:
+    """The ``n``-th file vocabcheck.atomic writes (1-based) gets half its bytes, then ``exc`` is raised; returns the
+    list of temporary files atomic opened, to check that none is left behind."""
+    opened: list[int] = []
+
+    def fdopen(fd, mode="r", *args, **kwargs):
+        real = os.fdopen(fd, mode, *args, **kwargs)
+        opened.append(fd)
+        return _HalfWriter(real, exc) if len(opened) == n else real
+
+    monkeypatch.setattr(atomic, "os", _Os(fdopen))
+    return opened
+
+
+def leftovers(directory: Path) -> list[str]:
+    """Temporary files or directories that atomic writes leave only while they run."""
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(".") and
+                  (p.name.endswith(".tmp") or p.name.endswith(".old")))
+
+
+@pytest.fixture
+def small_pair(tmp_path, qwen25_json):
+    """The Qwen2.5 tokenizer twice, one of them with another normalizer: a quick compare with findings."""
+    document = json.loads(qwen25_json.read_text(encoding="utf-8"))
+    document["normalizer"] = None
+    other = tmp_path / "models" / "no-nfc.json"
+    other.parent.mkdir()
+    other.write_text(json.dumps(document))
+    return qwen25_json, other
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device"),
+                                 RuntimeError("the disk went away")])
+@pytest.mark.parametrize("n", [1, 2])
+def test_compare_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, small_pair, exc, n):
+    target, draft = small_pair
+    out = tmp_path / "out"
+    out.mkdir()
+    json_file, markdown = out / "report.json", out / "report.md"
+    json_file.write_text("OLD JSON")
+    markdown.write_text("OLD MARKDOWN")
+    fail_nth_write(monkeypatch, n, exc)
+    code, _, err = cli(capsys, "compare", target, draft, "--json-file", json_file, "--markdown", markdown)
+    expected = {KeyboardInterrupt: 130, OSError: 2, RuntimeError: 3}[type(exc)]
+    assert code == expected, err
+    # Ctrl-C: exit code 130 and no traceback (typer turns KeyboardInterrupt into a silent exit 130); a full disk:
+    # one line naming the file; a bug: one line that says so
+    assert len(err.strip().splitlines()) == (0 if expected == 130 else 1) and "Traceback" not in err, err
+    if expected == 2:
+        assert err.startswith(f"error: {json_file if n == 1 else markdown}: cannot write: No space left on device")
+    # files are written in the order given: --json-file first, whole before --markdown starts
+    if n == 1:
+        assert json_file.read_text() == "OLD JSON"
+    else:
+        assert json.loads(json_file.read_text())["schema"] == "vocabcheck.compare/1"
+    assert markdown.read_text() == "OLD MARKDOWN"
+    assert leftovers(out) == []
+
+
+def test_an_interrupted_first_report_leaves_no_file(capsys, monkeypatch, tmp_path, small_pair):
+    target, draft = small_pair
+    path = tmp_path / "new" / "report.json"
+    fail_nth_write(monkeypatch, 1, KeyboardInterrupt())
+    assert cli(capsys, "compare", target, draft, "--json-file", path)[0] == 130
+    assert not path.exists() and leftovers(path.parent) == []
+
+
+@pytest.fixture
+def tokenizer_models(tmp_path, qwen25_json):
+    made = []
+    for name in ("a", "b"):
+        directory = tmp_path / "gate-models" / name
+        directory.mkdir(parents=True)
+        (directory / "tokenizer.json").symlink_to(qwen25_json)
+        made.append(directory)
+    return made
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_gate_reports_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, tokenizer_models, n):
+    a, b = tokenizer_models
+    manifest = tmp_path / "gate.toml"
+    manifest.write_text(f'[[pair]]\nname = "a+b"\ntarget = "{a}"\ndraft = "{b}"\nexpect = "identical"\n')
+    out = tmp_path / "out"
+    out.mkdir()
+    files = {"--junit": out / "junit.xml", "--json": out / "gate.json", "--markdown": out / "gate.md"}
+    for path in files.values():
+        path.write_text("OLD")
+    fail_nth_write(monkeypatch, n, KeyboardInterrupt())
+    argv = ["gate", manifest] + [str(x) for pair in files.items() for x in pair]
+    assert cli(capsys, *argv)[0] == 130
+    # write_outputs writes --junit, --json, --markdown in that order: the ones before n are new and whole
+    written = [files["--junit"], files["--json"], files["--markdown"]]
+    for index, path in enumerate(written, start=1):
+        text = path.read_text()
+        if index < n:
+            assert text != "OLD"
+            if path.suffix == ".json":
+                assert json.loads(text)["schema"] == "vocabcheck.gate/1"
+            elif path.suffix == ".xml":
+                assert text.rstrip().endswith("</testsuites>")
+        else:
+            assert text == "OLD"
+    assert leftovers(out) == []
+
+
+def test_bench_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, qwen_pair):
+    target, _ = qwen_pair
+    report = tmp_path / "bench"
+    report.mkdir()
+    names = ("bench.md", "bench.json", "tpot.png", "acceptance.png")
+    for name in names:
+        (report / name).write_bytes(b"OLD")
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("def fibonacci(n):\n")
+    fail_nth_write(monkeypatch, 2, KeyboardInterrupt())  # bench.md is written whole, bench.json is interrupted
+    code, _, err = cli(capsys, "bench", target, "--methods", "none", "--batch-sizes", "1", "--max-new-tokens", 4,
+                       "--repeat", 1, "--warmup", 0, "--prompts", prompts, "--device", "cpu", "--report", report)
+    assert code == 130, err
+    assert (report / "bench.md").read_bytes() != b"OLD" and (report / "bench.md").read_text().rstrip().endswith(")")
+    for name in names[1:]:
+        assert (report / name).read_bytes() == b"OLD"
+    assert leftovers(report) == []
+
+
+def test_an_interrupted_align_leaves_no_directory_or_the_old_one(capsys, monkeypatch, tmp_path, qwen_pair):
+    from vocabcheck import reshape
+
+    target, draft = qwen_pair
+    real_copy = reshape._copy
+    calls = []
+
+    def copy_then_interrupt(src, dst):
+        real_copy(src, dst)
+        calls.append(dst)
+        raise KeyboardInterrupt  # the shards and the config are written, the tokenizer files are being copied
+
+    monkeypatch.setattr(reshape, "_copy", copy_then_interrupt)
+    out = tmp_path / "aligned"
+    assert cli(capsys, "align", target, draft, "--out", out)[0] == 130
+    assert calls and not out.exists() and leftovers(tmp_path) == []
+
+    out.mkdir()
+    (out / "old.txt").write_text("OLD")
+    assert cli(capsys, "align", target, draft, "--out", out, "--force")[0] == 130
+    assert sorted(p.name for p in out.iterdir()) == ["old.txt"] and leftovers(tmp_path) == []
+
+
+def test_an_interrupted_demo_build_leaves_no_cache_or_the_old_one(monkeypatch, tmp_path, qwen25_json):
+    from vocabcheck.demo import pair as demo_pair_module
+    from vocabcheck.demo.checkpoint import ModelShape
+
+    report = SimpleNamespace(target_steps=0, corpus_tokens=0, corpus_files=0, compact_vocab=0, coverage=0.0,
+                             target_loss=0.0, draft_steps=0, draft_kl=0.0, seconds=0.0)
+    monkeypatch.setattr(demo_pair_module, "train_pair", lambda *args, **kwargs: (None, None, report))
+    monkeypatch.setattr(demo_pair_module, "TARGET_SHAPE", ModelShape(rows=152064, hidden=8, layers=1, heads=2,
+                                                                     kv_heads=1, intermediate=16, tied=False))
+    monkeypatch.setattr(demo_pair_module, "DRAFT_SHAPE", ModelShape(rows=151936, hidden=8, layers=1, heads=2,
+                                                                    kv_heads=1, intermediate=16, tied=True))
+    real_write = demo_pair_module.write_model
+    written = []
+
+    def write_then_interrupt(directory, *args, **kwargs):
+        if written:  # the target is written; the draft is interrupted half-way through its files
+            directory.mkdir(parents=True, exist_ok=True)
+            (directory / "config.json").write_text("{")
+            raise KeyboardInterrupt
+        written.append(real_write(directory, *args, **kwargs))
+        return written[-1]
+
+    monkeypatch.setattr(demo_pair_module, "write_model", write_then_interrupt)
+    root = tmp_path / "cache"
+    (root / "tokenizers").mkdir(parents=True)
+    shutil.copyfile(qwen25_json, root / "tokenizers" / qwen25_json.name)  # the tokenizer cache, as built
+    with pytest.raises(KeyboardInterrupt):
+        demo_pair_module.demo_pair(root=root)
+    assert written  # the target was complete before the interruption
+    assert sorted(p.name for p in root.iterdir()) == ["tokenizers"]  # no pair, no temporary directory
+
+    monkeypatch.setattr(demo_pair_module, "write_model", real_write)
+    built = demo_pair_module.demo_pair(root=root)
+    assert built.built and (built.target / "config.json").is_file() and (built.draft / "config.json").is_file()
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+    written.clear()
+    monkeypatch.setattr(demo_pair_module, "write_model", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        demo_pair_module.demo_pair(rebuild=True, root=root)
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before  # the old pair, untouched
+    assert demo_pair_module.demo_pair(root=root).built is False
+
+
+# --- Ctrl-C during run ---------------------------------------------------------------------------------------------
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def test_ctrl_c_during_run_prints_the_metrics_so_far_and_exits_130(qwen_pair, tmp_path):
+    """`vocabcheck run` in a terminal streams its text; SIGINT once tokens are streaming stops generation, prints the
+    metrics of what was generated, and exits 130."""
+    import pty
+
+    target, draft = qwen_pair
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "COLUMNS": "160",
+           "VOCABCHECK_CACHE": str(tmp_path / "cache"), "TRANSFORMERS_VERBOSITY": "error", "TERM": "xterm"}
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "vocabcheck", "run", str(target), str(draft), "--prompt",
+                                "Once upon a time", "--max-new-tokens", "4000", "--device", "cpu"],
+                               stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=env,
+                               start_new_session=True)
+    os.close(secondary)
+    output = b""
+    interrupted_at = None
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([primary], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(primary, 65536)
+                except OSError:  # the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                output += chunk
+            if interrupted_at is None and len(output) >= 200:  # generation is streaming
+                process.send_signal(signal.SIGINT)
+                interrupted_at = len(output)
+            if process.poll() is not None and not ready:
+                break
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        os.close(primary)
+    text = ANSI.sub("", output.decode("utf-8", "replace"))
+    assert interrupted_at is not None, text
+    assert code == 130, text
+    assert "interrupted: the metrics cover what was generated so far" in text
+    for label in ("acceptance rate", "time per output token", "tokens/s"):
+        assert label in text, label
+    assert "Traceback" not in text
+
+
+# --- bugs: exit code 3 -----------------------------------------------------------------------------------------------
+
+
+def _boom(*args, **kwargs):
+    raise ZeroDivisionError("division by zero in the verdict")
+
+
+def test_an_unexpected_exception_is_one_line_naming_a_bug_and_where_to_report_it(capsys, monkeypatch, small_pair):
+    import vocabcheck
+
+    monkeypatch.setattr(vocabcheck, "compare", _boom)
+    code, out, err = cli(capsys, "compare", *small_pair)
+    assert code == 3
+    assert err.strip().splitlines() == [
+        "internal error: ZeroDivisionError: division by zero in the verdict — this is a bug in vocabcheck; please "
+        f"report it at {ISSUE_TRACKER} (run with --debug for the traceback)"]
+    assert "Traceback" not in err
+
+
+def test_debug_adds_the_traceback_of_a_bug(capsys, monkeypatch, small_pair):
+    import vocabcheck
+
+    monkeypatch.setattr(vocabcheck, "compare", _boom)
+    code, _, err = cli(capsys, "--debug", "compare", *small_pair)
+    assert code == 3
+    assert err.startswith("Traceback (most recent call last):")
+    assert "in _boom" in err and "ZeroDivisionError: division by zero in the verdict" in err
+    assert err.strip().splitlines()[-1].startswith("internal error: ZeroDivisionError:")
+
+
+def test_a_rust_panic_is_a_bug_too(capsys, monkeypatch, small_pair):
+    """PyO3 raises a Rust panic as pyo3_runtime.PanicException, a BaseException: still one line and exit code 3."""
+    import vocabcheck
+
+    PanicException = type("PanicException", (BaseException,), {"__module__": "pyo3_runtime"})
+
+    def panic(*args, **kwargs):
+        raise PanicException("index out of bounds: the len is 3 but the index is 7")
+
+    monkeypatch.setattr(vocabcheck, "compare", panic)
+    code, _, err = cli(capsys, "compare", *small_pair)
+    assert code == 3
+    assert err.strip().splitlines() == [
+        "internal error: PanicException: index out of bounds: the len is 3 but the index is 7 — this is a bug in "
+        f"vocabcheck; please report it at {ISSUE_TRACKER} (run with --debug for the traceback)"]
+
+
+def test_the_console_script_exits_with_3_for_a_bug(tmp_path, small_pair):
+    """The installed entry point's process exit status, not only main()'s return value."""
+    script = ("import sys, vocabcheck\n"
+              "def boom(*a, **k):\n    raise KeyError('no such key')\n"
+              "vocabcheck.compare = boom\n"
+              "from vocabcheck.cli.app import console_main\n"
+              f"sys.argv = ['vocabcheck', 'compare', {str(small_pair[0])!r}, {str(small_pair[1])!r}]\n"
+              "console_main()\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 3, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "internal error: KeyError: 'no such key' — this is a bug in vocabcheck; please report it at "
+        f"{ISSUE_TRACKER} (run with --debug for the traceback)"]
+
+
+def test_atomic_write_leaves_no_temporary_file_on_failure(monkeypatch, tmp_path):
+    path = tmp_path / "file.txt"
+    path.write_text("OLD")
+    fail_nth_write(monkeypatch, 1, KeyboardInterrupt())
+    with pytest.raises(KeyboardInterrupt):
+        atomic.write_text(path, "NEW" * 1000)
+    assert path.read_text() == "OLD" and leftovers(tmp_path) == []
