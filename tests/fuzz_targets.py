@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import io
 import json
-import os
 import shutil
 import struct
 from dataclasses import dataclass
@@ -25,12 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import fuzz_mutate as fm
+from gguf_export import qwen_gguf
 
 QWEN_FIRST_ADDED = 151643
 SMALL_REGULAR = 512
 SMALL_ADDED = 22
 SMALL_ROWS = 544  # 512 + 22 padded to a multiple of 32, as Qwen pads its embedding matrices
-GGUF_HIDDEN = 8
 
 # target name -> (what it mutates, seconds one input may take, bytes of memory one input may add)
 TARGETS: dict[str, tuple[str, float, int]] = {
@@ -122,49 +121,6 @@ def torch_checkpoint(rows: int, hidden: int = 8) -> bytes:
     buffer = io.BytesIO()
     torch.save(state, buffer)
     return buffer.getvalue()
-
-
-def write_gguf(path: Path, model_dir: Path, *, pad: bool) -> Path:
-    """A GGUF file of a model directory's tokenizer, the way llama.cpp's convert_hf_to_gguf.py writes a GPT-2-style
-    BPE vocabulary: tokens padded with [PADn] to config.vocab_size, llama.cpp's token types, gguf.SpecialVocab for
-    merges, special ids and the chat template."""
-    import gguf
-    import numpy as np
-
-    document = json.loads((model_dir / "tokenizer.json").read_text(encoding="utf-8"))
-    config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
-    regular = {i: t for t, i in document["model"]["vocab"].items()}
-    added = {a["id"]: a for a in document["added_tokens"]}
-    size = config["vocab_size"] if pad else max([*regular, *added]) + 1
-    tokens, types = [], []
-    for i in range(size):
-        if i in added:
-            tokens.append(added[i]["content"])
-            types.append(gguf.TokenType.CONTROL if added[i]["special"] or added[i]["content"].startswith("<|")
-                         else gguf.TokenType.USER_DEFINED)
-        elif i in regular:
-            tokens.append(regular[i])
-            types.append(gguf.TokenType.NORMAL)
-        else:
-            tokens.append(f"[PAD{i}]")
-            types.append(gguf.TokenType.UNUSED)
-    partial = path.with_name(f".{path.name}.partial")
-    writer = gguf.GGUFWriter(partial, "qwen2")
-    writer.add_block_count(2)
-    writer.add_context_length(4096)
-    writer.add_embedding_length(GGUF_HIDDEN)
-    writer.add_tokenizer_model("gpt2")
-    writer.add_tokenizer_pre("qwen2")
-    writer.add_token_list(tokens)
-    writer.add_token_types(types)
-    gguf.SpecialVocab(model_dir, load_merges=True, n_vocab=len(tokens)).add_to_gguf(writer, quiet=True)
-    writer.add_tensor("token_embd.weight", np.zeros((config["vocab_size"], GGUF_HIDDEN), dtype=np.float16))
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    os.replace(partial, path)
-    return path
 
 
 class Materials:
@@ -261,7 +217,7 @@ class Materials:
         """The small model as llama.cpp writes it."""
         path = self.root / "small.gguf"
         if not path.is_file():
-            write_gguf(path, self.model_dir, pad=True)
+            qwen_gguf(self.model_dir, path, pad=True)
         return path
 
     @cached_property
@@ -274,7 +230,7 @@ class Materials:
         """The real Qwen2.5-0.5B-shaped draft directory as llama.cpp writes it (151,936 tokens)."""
         path = self.root / "qwen2.5-0.5b-padded.gguf"
         if not path.is_file():
-            write_gguf(path, self.draft_dir, pad=True)
+            qwen_gguf(self.draft_dir, path, pad=True)
         return path
 
     @cached_property

@@ -9,6 +9,7 @@ memory and can be killed when it hangs. The long run is ``python benchmarks/fuzz
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 import time
 from pathlib import Path
@@ -101,11 +102,7 @@ def assert_one_line_error(code, err, path, *words):
 @pytest.fixture
 def small_model(materials, tmp_path) -> Path:
     """A copy of the small Qwen2.5-derived model directory (small tokenizer, real configs, small safetensors)."""
-    directory = tmp_path / "model"
-    directory.mkdir()
-    for item in materials.model_dir.iterdir():
-        (directory / item.name).write_bytes(item.read_bytes())
-    return directory
+    return Path(shutil.copytree(materials.model_dir, tmp_path / "model"))
 
 
 def small_document(materials) -> dict:
@@ -251,11 +248,7 @@ def test_a_damaged_pytorch_pickle_is_bad_input(capsys, materials, small_model):
 
 @pytest.fixture
 def slow_model(materials, tmp_path) -> Path:
-    directory = tmp_path / "slow"
-    directory.mkdir()
-    for item in materials.slow_dir.iterdir():
-        (directory / item.name).write_bytes(item.read_bytes())
-    return directory
+    return Path(shutil.copytree(materials.slow_dir, tmp_path / "slow"))
 
 
 def test_a_config_transformers_rejects_is_bad_input_for_conversion(capsys, slow_model):
