@@ -14,6 +14,7 @@ from vocabcheck import compare
 from vocabcheck.decode import Sampling, generate
 from vocabcheck.decode.ngram import NgramIndex
 from vocabcheck.decode.sampling import acceptance_probability, residual, warp
+from vocabcheck.decode.head import TunedHead, candidates, cpu_head, onednn_available
 from vocabcheck.decode.state import KVState
 from vocabcheck.demo import qwen
 from vocabcheck.demo.checkpoint import ModelShape, write_model
@@ -184,6 +185,82 @@ def test_kv_rollback_matches_a_fresh_forward(pair, prompt_ids):
     logits = state.forward(torch.tensor([[55, 66]]), torch.ones(1, 2), keep=2)
     fresh = model(torch.tensor([prompt + [11, 55, 66]])).logits[:, -2:]
     assert torch.allclose(logits, fresh, atol=1e-9, rtol=0)
+
+
+needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="this torch has no oneDNN")
+
+
+@needs_onednn
+def test_every_cpu_head_kernel_gives_the_models_own_logits(pair, prompt_ids):
+    """On the CPU the engine applies a float32 lm_head through whichever kernel was fastest (oneDNN, or MKL in
+    either layout): every candidate gives the model's own logits to within 1e-6 (float32 rounding), for a plain
+    step, a verify chunk and a long chunk, at batch 1 and 4; the tuned head keeps one kernel per row count, so a
+    repeated call gives the same bits."""
+    assert onednn_available() and set(candidates()) == {"onednn", "mkl", "mkl-columns"}
+    model = load(pair["target"], torch.float32)
+    head = cpu_head(model)
+    assert isinstance(head, TunedHead) and cpu_head(model) is head  # one per weight: tuned once per process
+    prompt = (prompt_ids[2] + prompt_ids[0])[:24]
+    for batch, keep in ((1, 1), (4, 1), (1, 5), (4, 5), (1, 20)):
+        tokens = torch.tensor([prompt] * batch)
+        state = KVState(model, batch, torch.device("cpu"))
+        logits = state.forward(tokens, torch.ones_like(tokens), keep=keep)
+        own = model(tokens, logits_to_keep=keep).logits
+        assert logits.shape == own.shape == (batch, keep, qwen.ROWS_LARGE)
+        assert (logits - own).abs().max() < 1e-6, (batch, keep, (logits - own).abs().max())  # logits of about 0.5
+        assert torch.equal(logits.argmax(-1), own.argmax(-1))
+        assert head.choice[batch * keep] in candidates()
+        hidden = model.get_decoder()(tokens).last_hidden_state[:, -keep:]
+        for name, kernel in candidates().items():
+            assert (kernel(hidden, head.weight) - own).abs().max() < 1e-6, (name, batch, keep)
+        assert torch.equal(head(hidden), head(hidden))
+
+
+@needs_onednn
+def test_greedy_through_the_cpu_head_equals_target_alone(pair, prompt_ids):
+    """Float32 speculation with both heads through the tuned CPU kernels is transformers' own greedy output
+    (F.linear), alone and batched. The products differ by float32 rounding, so the test first checks that the
+    reference has no near tie a rounding could flip: the top-2 logit margin is over 1e-5 at every step, ten times
+    the largest difference between the kernels (under 1e-6: the test above)."""
+    comparison = compare(str(pair["target"]), str(pair["noisy"]))
+    target, draft = load(pair["target"], torch.float32), load(pair["noisy"], torch.float32)
+    assert isinstance(cpu_head(target), TunedHead) and isinstance(cpu_head(draft), TunedHead)
+    expected = []
+    for prompt in prompt_ids:
+        out = target.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None,
+                              pad_token_id=0, output_scores=True, return_dict_in_generate=True)
+        top2 = torch.stack(out.scores).topk(2, dim=-1).values
+        assert (top2[..., 0] - top2[..., 1]).min() > 1e-5
+        expected.append(tuple(out.sequences[0, len(prompt):].tolist()))
+    for k in (1, 4, 8):
+        batched = generate(target, prompt_ids, draft=draft, alignment=comparison.alignment, k=k, max_new_tokens=24)
+        assert [s.token_ids for s in batched.sequences] == expected, k
+        alone = [generate(target, [p], draft=draft, alignment=comparison.alignment, k=k, max_new_tokens=24)
+                 for p in prompt_ids]
+        assert [a.sequences[0].token_ids for a in alone] == expected, k
+        assert 0.1 < batched.metrics.acceptance_rate < 0.95
+
+
+def test_models_whose_logits_are_not_a_plain_float32_head_keep_their_own_forward(pair):
+    """Gemma 2 soft-caps its logits; float64 and bfloat16 heads were not measured: none of them is replaced, and
+    the engine's logits are the model's own, bit for bit."""
+    from transformers import Gemma2Config, Gemma2ForCausalLM
+
+    torch.manual_seed(0)
+    gemma = Gemma2ForCausalLM(Gemma2Config(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                           num_attention_heads=2, num_key_value_heads=1, head_dim=8,
+                                           final_logit_softcapping=2.0)).eval()
+    assert cpu_head(gemma) is None
+    tokens = torch.tensor([[1, 5, 9, 13]])
+    logits = KVState(gemma, 1, torch.device("cpu")).forward(tokens, torch.ones_like(tokens), keep=4)
+    assert torch.equal(logits, gemma(tokens).logits)
+    assert logits.abs().max() <= 2.0  # the soft cap was applied
+    target = load(pair["target"], torch.float64)
+    assert cpu_head(target) is None
+    tokens = torch.tensor([[11, 22, 33, 44]])
+    logits = KVState(target, 1, torch.device("cpu")).forward(tokens, torch.ones_like(tokens), keep=2)
+    assert torch.equal(logits, target(tokens, logits_to_keep=2).logits)
+    assert cpu_head(load(pair["target"], torch.bfloat16)) is None
 
 
 # --- the acceptance arithmetic, computed exactly -------------------------------------------------------------

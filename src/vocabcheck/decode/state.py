@@ -5,11 +5,16 @@ of the same width to every row; a row that has fewer real tokens in that chunk i
 are masked out of attention. Position ids are per row (its count of real tokens), so a row's tokens see exactly the
 positions they would see alone. Rolling back rejected proposals masks a row's trailing slots and crops the cache by
 the number of slots every row rejected (``DynamicCache.crop``), so a batch of one never keeps a rejected slot.
+
+On the CPU the output head is applied by :mod:`vocabcheck.decode.head` where it computes the same product faster than
+the model's own ``lm_head`` call; the model's decoder still computes the hidden states.
 """
 
 from __future__ import annotations
 
 import torch
+
+from .head import cpu_head
 
 
 class KVState:
@@ -20,6 +25,7 @@ class KVState:
         self.cache = DynamicCache(config=model.config)
         self.mask = torch.zeros(batch, 0, dtype=torch.long, device=device)  # 1 = a real token in that cache slot
         self.length = torch.zeros(batch, dtype=torch.long, device=device)  # real tokens per row = next position id
+        self.head = cpu_head(model)
 
     @property
     def slots(self) -> int:
@@ -31,11 +37,17 @@ class KVState:
         real = real.long()
         positions = self.length[:, None] + (real.cumsum(-1) - 1).clamp(min=0)
         attention = torch.cat([self.mask, real], dim=1)
-        out = self.model(input_ids=tokens, attention_mask=attention, position_ids=positions, cache=self.cache,
-                         use_cache=True, logits_to_keep=keep)
+        if self.head is None:
+            out = self.model(input_ids=tokens, attention_mask=attention, position_ids=positions, cache=self.cache,
+                             use_cache=True, logits_to_keep=keep)
+            logits = out.logits
+        else:
+            out = self.model.get_decoder()(input_ids=tokens, attention_mask=attention, position_ids=positions,
+                                           cache=self.cache, use_cache=True)
+            logits = self.head(out.last_hidden_state[:, -keep:])
         self.mask = attention
         self.length = self.length + real.sum(-1)
-        return out.logits
+        return logits
 
     def drop_last(self, rejected: list[int]) -> None:
         """Forget each row's last ``rejected[row]`` slots (real tokens of the last chunk, counted on the host)."""

@@ -1,0 +1,114 @@
+"""The output head on the CPU: the same product as the model's ``lm_head``, through the fastest kernel for each shape.
+
+With a vocabulary of 150,000 rows the output projection is most of a small model's step, and on the CPU its cost
+depends on the kernel far more than on the row count. torch's ``F.linear`` goes to MKL, which on the AMD EPYC cores
+this project measures on multiplies 5 rows by Qwen2.5-7B's 152,064 × 3,584 head in 495 ms and 1 row in 107 ms;
+oneDNN (torch's other CPU library, as torch.compile uses it) takes 147 ms and 80 ms; MKL with the operands the other
+way round (``W @ h.T``) is the fastest for 2 to 8 rows of the demo's 256-wide head. No one kernel wins every shape,
+and which one wins depends on the CPU, so :class:`TunedHead` times the candidates on the first call of each row
+count, once per process and weight, and keeps the fastest (as cuDNN's benchmark mode does). The candidates agree to
+float32 rounding. ``benchmarks/head_layout.py`` measures every width and row count; reports/head-layout.md has the
+figures.
+
+The engine uses :func:`cpu_head` only where it is the same product: float32 weights on the CPU, architectures whose
+forward is exactly ``lm_head(last_hidden_state)`` (no soft-capping, logit scale or bias). Everything else runs the
+model's own forward.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import weakref
+from typing import Callable
+
+import torch
+
+# Causal LMs whose forward is exactly ``lm_head(last_hidden_state)``: no soft-capping, logit scale or bias (checked
+# against their transformers source). Others keep the model's own forward.
+PLAIN_HEAD = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                        "Phi3ForCausalLM", "GemmaForCausalLM"})
+
+
+def onednn_linear(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """``F.linear(hidden, weight)`` through oneDNN: [..., H] × [V, H] to [..., V], float32 on the CPU."""
+    return torch.ops.mkldnn._linear_pointwise(hidden, weight, None, "none", [], "")
+
+
+@functools.cache
+def onednn_available() -> bool:
+    """Whether this torch has oneDNN's linear and it gives ``F.linear``'s result (to float32 rounding) here."""
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+        return False
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(1031, 67, generator=generator)
+    hidden = torch.randn(3, 5, 67, generator=generator)[:, 1:]  # not contiguous, as the engine's slices are
+    try:
+        with torch.inference_mode():
+            out = onednn_linear(hidden, weight)
+    except (RuntimeError, TypeError, NotImplementedError):
+        return False
+    return out.shape == (3, 4, 1031) and torch.allclose(out, torch.nn.functional.linear(hidden, weight),
+                                                          rtol=1e-5, atol=1e-5)
+
+
+def mkl_linear(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The model's own product: ``F.linear`` (MKL on x86)."""
+    return torch.nn.functional.linear(hidden, weight)
+
+
+def mkl_columns(hidden: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The same product as ``W @ h.T``: MKL picks another kernel for this layout, faster for a few rows."""
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    return (weight @ flat.T).T.contiguous().reshape(*hidden.shape[:-1], weight.shape[0])
+
+
+def candidates() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]:
+    found = {"mkl": mkl_linear, "mkl-columns": mkl_columns}
+    if onednn_available():
+        found["onednn"] = onednn_linear
+    return found
+
+
+class TunedHead:
+    """``lm_head`` with the model's own weight, hidden states [B, n, H] to logits [B, n, V], through the kernel that
+    was fastest for B·n rows in this process. The first call for a row count times each candidate on its input
+    (one untimed call, then one timed), so it costs a few products; later calls cost one."""
+
+    def __init__(self, weight: torch.Tensor):
+        self.weight = weight
+        self.kernels = candidates()
+        self.choice: dict[int, str] = {}  # rows → kernel name
+
+    def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
+        rows = hidden.numel() // hidden.shape[-1]
+        name = self.choice.get(rows)
+        if name is None:
+            name = self.choice[rows] = self._fastest(hidden)
+        return self.kernels[name](hidden, self.weight)
+
+    def _fastest(self, hidden: torch.Tensor) -> str:
+        seconds = {}
+        for name, kernel in self.kernels.items():
+            kernel(hidden, self.weight)
+            start = time.perf_counter()
+            kernel(hidden, self.weight)
+            seconds[name] = time.perf_counter() - start
+        return min(seconds, key=seconds.get)
+
+
+_HEADS: "weakref.WeakKeyDictionary[torch.nn.Linear, TunedHead]" = weakref.WeakKeyDictionary()  # module → head
+
+
+def cpu_head(model) -> Callable[[torch.Tensor], torch.Tensor] | None:
+    """The tuned head for ``model`` (one per lm_head module and weight, kept while the module lives), or None where
+    the model's own forward must compute its logits."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if (type(model).__name__ not in PLAIN_HEAD or not isinstance(head, torch.nn.Linear) or head.bias is not None
+            or head.weight.device.type != "cpu" or head.weight.dtype != torch.float32
+            or not hasattr(model, "get_decoder")):
+        return None
+    tuned = _HEADS.get(head)
+    if tuned is None or tuned.weight is not head.weight:
+        tuned = _HEADS[head] = TunedHead(head.weight)
+    return tuned
