@@ -2,13 +2,13 @@
 
 With a vocabulary of 150,000 rows the output projection is most of a small model's step, and on the CPU its cost
 depends on the kernel far more than on the row count. torch's ``F.linear`` goes to MKL, which on the AMD EPYC cores
-this project measures on multiplies 5 rows by Qwen2.5-7B's 152,064 × 3,584 head in 495 ms and 1 row in 107 ms;
-oneDNN (torch's other CPU library, as torch.compile uses it) takes 147 ms and 80 ms; MKL with the operands the other
+this project measures on multiplies 5 rows by Qwen2.5-7B's 152,064 × 3,584 head in 491 ms and 1 row in 113 ms;
+oneDNN (torch's other CPU library, as torch.compile uses it) takes 165 ms and 81 ms; MKL with the operands the other
 way round (``W @ h.T``) is the fastest for 2 to 8 rows of the demo's 256-wide head. No one kernel wins every shape,
-and which one wins depends on the CPU, so :class:`TunedHead` times the candidates on the first call of each row
-count, once per process and weight, and keeps the fastest (as cuDNN's benchmark mode does). The candidates agree to
-float32 rounding. ``benchmarks/head_layout.py`` measures every width and row count; reports/head-layout.md has the
-figures.
+and which one wins depends on the CPU, so :class:`TunedHead` times the candidates on the first call of each size
+of row count, once per process and weight, and keeps the fastest (as cuDNN's benchmark mode does). The candidates
+agree to float32 rounding. ``benchmarks/head_layout.py`` measures every width and row count;
+reports/head-layout.md has the figures.
 
 The engine uses :func:`cpu_head` only where it is the same product: float32 weights on the CPU, architectures whose
 forward is exactly ``lm_head(last_hidden_state)`` (no soft-capping, logit scale or bias). Everything else runs the
@@ -72,29 +72,42 @@ def candidates() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tenso
 
 class TunedHead:
     """``lm_head`` with the model's own weight, hidden states [B, n, H] to logits [B, n, V], through the kernel that
-    was fastest for B·n rows in this process. The first call for a row count times each candidate on its input
-    (one untimed call, then one timed), so it costs a few products; later calls cost one."""
+    was fastest in this process for that many rows (B·n, in buckets: 1, 2, 3–4, 5–8, 9–16, ...). The first call of
+    a bucket times the candidates on its input — one untimed call each, then ``rounds`` interleaved timed rounds
+    keeping each kernel's best time (robust to a busy machine), dropping after the first round any kernel over
+    twice the fastest — so it costs a few products; later calls cost one."""
+
+    rounds = 3
 
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
         self.kernels = candidates()
-        self.choice: dict[int, str] = {}  # rows → kernel name
+        self.choice: dict[int, str] = {}  # bucket → kernel name
+
+    @staticmethod
+    def bucket(rows: int) -> int:
+        return rows if rows <= 2 else 1 << (rows - 1).bit_length()
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
-        rows = hidden.numel() // hidden.shape[-1]
-        name = self.choice.get(rows)
+        bucket = self.bucket(hidden.numel() // hidden.shape[-1])
+        name = self.choice.get(bucket)
         if name is None:
-            name = self.choice[rows] = self._fastest(hidden)
+            name = self.choice[bucket] = self._fastest(hidden)
         return self.kernels[name](hidden, self.weight)
 
     def _fastest(self, hidden: torch.Tensor) -> str:
-        seconds = {}
-        for name, kernel in self.kernels.items():
+        for kernel in self.kernels.values():
             kernel(hidden, self.weight)
-            start = time.perf_counter()
-            kernel(hidden, self.weight)
-            seconds[name] = time.perf_counter() - start
-        return min(seconds, key=seconds.get)
+        best = {name: float("inf") for name in self.kernels}
+        for round_ in range(self.rounds):
+            for name in list(best):
+                start = time.perf_counter()
+                self.kernels[name](hidden, self.weight)
+                best[name] = min(best[name], time.perf_counter() - start)
+            if round_ == 0:
+                fastest = min(best.values())
+                best = {name: seconds for name, seconds in best.items() if seconds <= 2 * fastest}
+        return min(best, key=best.get)
 
 
 _HEADS: "weakref.WeakKeyDictionary[torch.nn.Linear, TunedHead]" = weakref.WeakKeyDictionary()  # module → head
