@@ -17,6 +17,7 @@ repeat of each, so both see the same machine.
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import statistics
 import sys
@@ -25,23 +26,19 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-
 
 def head_alone(vocab: int, hidden: int, rows: tuple[int, ...], repeat: int) -> dict[int, dict[str, float]]:
     """Median ms per way of computing the logits of m rows against a [vocab, hidden] float32 head."""
-    from vocabcheck.decode.head import onednn_linear
+    from vocabcheck.decode.head import candidates
 
     generator = torch.Generator().manual_seed(hidden)
     weight = torch.randn(vocab, hidden, generator=generator) / hidden ** 0.5
-    ways = {"linear": lambda h: torch.nn.functional.linear(h, weight),
-            "column": lambda h: (weight @ h.reshape(-1, h.shape[-1]).T).T.contiguous().reshape(*h.shape[:-1], -1),
-            "onednn": lambda h: onednn_linear(h, weight)}
+    ways = {name: functools.partial(kernel, weight=weight) for name, kernel in candidates().items()}
     times: dict[tuple[int, str], list[float]] = {}
     inputs = {m: torch.randn(1, m, hidden, generator=generator) for m in rows}
     with torch.inference_mode():
         for m in rows:  # the same logits every way, to float32 rounding
-            reference = ways["linear"](inputs[m])
+            reference = ways["mkl"](inputs[m])
             for name, way in ways.items():
                 assert torch.allclose(way(inputs[m]), reference, rtol=1e-4, atol=1e-4), (name, m)
         for _ in range(repeat + 2):
@@ -121,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"## The head alone (median ms per call, {qwen.ROWS_LARGE:,} float32 rows, median of {args.repeat})",
         "",
-        "vocabcheck's engine times these candidates on the first call of each row count and keeps the fastest "
+        "vocabcheck's engine times these candidates on the first call of each size of row count and keeps the fastest "
         f"(oneDNN available and checked here: {'yes' if onednn_available() else 'NO'}); the fastest in each row "
         "is **bold**.",
         "",
@@ -132,9 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         for m in rows:
             cell = alone[hidden][m]
             best = min(cell, key=cell.get)
-            shown = [f"**{cell[w]:.1f}**" if w == best else f"{cell[w]:.1f}" for w in ("linear", "column", "onednn")]
+            shown = [f"**{cell[w]:.1f}**" if w == best else f"{cell[w]:.1f}" for w in ("mkl", "mkl-columns", "onednn")]
             lines.append(f"| {hidden} ({name}) | {m} | {' | '.join(shown)} | "
-                         f"{cell['linear'] / cell[best]:.2f}× |")
+                         f"{cell['mkl'] / cell[best]:.2f}× |")
     lines += ["", "## The whole decoder (demo pair, k = 4, greedy, median of "
               f"{args.repeat} alternating repeats)", "",
               "| method | batch | head | TPOT ms | speedup over none | verify cost | ideal | efficiency | lossless |",

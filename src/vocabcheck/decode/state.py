@@ -26,6 +26,7 @@ class KVState:
         self.mask = torch.zeros(batch, 0, dtype=torch.long, device=device)  # 1 = a real token in that cache slot
         self.length = torch.zeros(batch, dtype=torch.long, device=device)  # real tokens per row = next position id
         self.head = cpu_head(model)
+        self.decoder = model.get_decoder() if self.head is not None else None  # hidden states, for self.head
 
     @property
     def slots(self) -> int:
@@ -42,8 +43,8 @@ class KVState:
                              use_cache=True, logits_to_keep=keep)
             logits = out.logits
         else:
-            out = self.model.get_decoder()(input_ids=tokens, attention_mask=attention, position_ids=positions,
-                                           cache=self.cache, use_cache=True)
+            out = self.decoder(input_ids=tokens, attention_mask=attention, position_ids=positions, cache=self.cache,
+                               use_cache=True)
             logits = self.head(out.last_hidden_state[:, -keep:])
         self.mask = attention
         self.length = self.length + real.sum(-1)
