@@ -146,7 +146,7 @@ class Worker:
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("TRANSFORMERS_VERBOSITY", "error")
         env["HF_HUB_OFFLINE"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent / "src"), env.get("PYTHONPATH")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), env.get("PYTHONPATH")) if p)
         self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
                                         cwd=str(HERE))
