@@ -53,6 +53,7 @@ def head_alone(vocab: int, hidden: int, rows: tuple[int, ...], repeat: int) -> d
 def whole_decoder(target: Path, draft: Path, repeat: int):
     import vocabcheck.decode.state as state
     from vocabcheck.bench import BenchPlan, default_prompts, run_bench
+    from vocabcheck.decode import DecodeOptions
     from vocabcheck.decode.loading import Prompt
     from vocabcheck.decode.session import RunRequest, start_session
 
@@ -65,7 +66,7 @@ def whole_decoder(target: Path, draft: Path, repeat: int):
         for turn in range(repeat + 1):  # the first turn warms both up and is dropped
             for name, choose in (variants.items() if turn % 2 == 0 else reversed(variants.items())):
                 state.cpu_head = choose
-                plan = BenchPlan(batch_sizes=(1, 16), k=4, warmup=0, repeat=1)
+                plan = BenchPlan(batch_sizes=(1, 16), options=DecodeOptions(k=4), warmup=0, repeat=1)
                 result = run_bench(session, ids, plan)
                 if turn:
                     results[name].append(result)

@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from vocabcheck import compare
-from vocabcheck.decode import Sampling, generate
+from vocabcheck.decode import DecodeOptions, Sampling, generate
 from vocabcheck.decode.ngram import NgramIndex
 from vocabcheck.decode.sampling import acceptance_probability, residual, warp
 from vocabcheck.decode.head import TunedHead, candidates, cpu_head, onednn_available
@@ -98,11 +98,11 @@ def test_greedy_equals_target_alone_for_k_1_4_8(pair, prompt_ids, draft_name):
     expected = [reference(target, p, tokens) for p in prompt_ids]
     for k in (1, 4, 8):
         for i, prompt in enumerate(prompt_ids):
-            alone = generate(target, [prompt], draft=draft, alignment=comparison.alignment, k=k,
-                             max_new_tokens=tokens)
+            alone = generate(target, [prompt], DecodeOptions(k=k, max_new_tokens=tokens), draft=draft,
+                             alignment=comparison.alignment)
             assert alone.sequences[0].token_ids == expected[i], (draft_name, k, i)
-        batched = generate(target, prompt_ids, draft=draft, alignment=comparison.alignment, k=k,
-                           max_new_tokens=tokens)
+        batched = generate(target, prompt_ids, DecodeOptions(k=k, max_new_tokens=tokens), draft=draft,
+                           alignment=comparison.alignment)
         assert [s.token_ids for s in batched.sequences] == expected, (draft_name, k)
         if draft_name == "exact":
             # the draft is the target cut to 151,936 rows: it proposes what the target picks
@@ -117,7 +117,8 @@ def test_greedy_with_a_draft_larger_than_the_target(pair, prompt_ids):
     assert comparison.alignment.mapping == "cut"
     target, draft = load(pair["small_target"]), load(pair["target"])
     expected = [reference(target, p, 20) for p in prompt_ids]
-    result = generate(target, prompt_ids, draft=draft, alignment=comparison.alignment, k=4, max_new_tokens=20)
+    result = generate(target, prompt_ids, DecodeOptions(k=4, max_new_tokens=20), draft=draft,
+                      alignment=comparison.alignment)
     assert [s.token_ids for s in result.sequences] == expected
     assert result.metrics.acceptance_rate == 1.0
 
@@ -138,8 +139,8 @@ def test_a_target_only_id_reaching_the_draft_does_not_crash(models, pair, prompt
     expected = [reference(edited, p, 16) for p in prompt_ids]
     assert any(152000 in e for e in expected), "the edited target must emit the draft-less id"
     for k in (1, 4):
-        result = generate(edited, prompt_ids, draft=load(pair["exact"]), alignment=comparison.alignment, k=k,
-                          max_new_tokens=16)
+        result = generate(edited, prompt_ids, DecodeOptions(k=k, max_new_tokens=16), draft=load(pair["exact"]),
+                          alignment=comparison.alignment)
         assert [s.token_ids for s in result.sequences] == expected
 
 
@@ -149,9 +150,9 @@ def test_ngram_and_plain_decoding_are_the_target_alone(pair, prompt_ids):
     prompts = prompt_ids + [repeating]
     expected = [reference(target, p, 20) for p in prompts]
     for method in ("none", "ngram"):
-        result = generate(target, prompts, method=method, k=4, max_new_tokens=20)
+        result = generate(target, prompts, DecodeOptions(method=method, k=4, max_new_tokens=20))
         assert [s.token_ids for s in result.sequences] == expected, method
-    ngram = generate(target, [repeating], method="ngram", k=4, max_new_tokens=20)
+    ngram = generate(target, [repeating], DecodeOptions(method="ngram", k=4, max_new_tokens=20))
     assert ngram.metrics.drafted > 0
 
 
@@ -161,8 +162,8 @@ def test_each_sequence_stops_on_its_own_eos(pair, prompt_ids):
     comparison = compare(str(pair["target"]), str(pair["exact"]))
     full = [reference(target, p, 16) for p in prompt_ids]
     stop = full[0][5]  # the 6th token of the first prompt's output becomes an eos id
-    result = generate(target, prompt_ids, draft=draft, alignment=comparison.alignment, k=4, max_new_tokens=16,
-                      eos_ids=[stop])
+    result = generate(target, prompt_ids, DecodeOptions(k=4, max_new_tokens=16), draft=draft,
+                      alignment=comparison.alignment, eos_ids=[stop])
     for sequence, tokens in zip(result.sequences, full):
         if stop in tokens:
             cut = tokens.index(stop) + 1
@@ -178,11 +179,11 @@ def test_kv_rollback_matches_a_fresh_forward(pair, prompt_ids):
     model = load(pair["target"])
     prompt = prompt_ids[0]
     state = KVState(model, 1, torch.device("cpu"))
-    state.forward(torch.tensor([prompt]), torch.ones(1, len(prompt)), keep=1)
-    state.forward(torch.tensor([[11, 22, 33, 44]]), torch.ones(1, 4), keep=4)
-    state.drop_last([3])
+    state.forward(torch.tensor([prompt]), keep=1)
+    state.forward(torch.tensor([[11, 22, 33, 44]]), keep=4)
+    state.rollback(torch.tensor([3]), [3])
     assert state.cache.get_seq_length() == len(prompt) + 1
-    logits = state.forward(torch.tensor([[55, 66]]), torch.ones(1, 2), keep=2)
+    logits = state.forward(torch.tensor([[55, 66]]), keep=2)
     fresh = model(torch.tensor([prompt + [11, 55, 66]])).logits[:, -2:]
     assert torch.allclose(logits, fresh, atol=1e-9, rtol=0)
 
@@ -204,7 +205,7 @@ def test_every_cpu_head_kernel_gives_the_models_own_logits(pair, prompt_ids):
     for batch, keep in ((1, 1), (4, 1), (1, 5), (4, 5), (1, 20)):
         tokens = torch.tensor([prompt] * batch)
         state = KVState(model, batch, torch.device("cpu"))
-        logits = state.forward(tokens, torch.ones_like(tokens), keep=keep)
+        logits = state.forward(tokens, keep=keep)
         own = model(tokens, logits_to_keep=keep).logits
         assert logits.shape == own.shape == (batch, keep, qwen.ROWS_LARGE)
         assert (logits - own).abs().max() < 1e-6, (batch, keep, (logits - own).abs().max())  # logits of about 0.5
@@ -233,9 +234,11 @@ def test_greedy_through_the_cpu_head_equals_target_alone(pair, prompt_ids):
         assert (top2[..., 0] - top2[..., 1]).min() > 1e-5
         expected.append(tuple(out.sequences[0, len(prompt):].tolist()))
     for k in (1, 4, 8):
-        batched = generate(target, prompt_ids, draft=draft, alignment=comparison.alignment, k=k, max_new_tokens=24)
+        batched = generate(target, prompt_ids, DecodeOptions(k=k, max_new_tokens=24), draft=draft,
+                           alignment=comparison.alignment)
         assert [s.token_ids for s in batched.sequences] == expected, k
-        alone = [generate(target, [p], draft=draft, alignment=comparison.alignment, k=k, max_new_tokens=24)
+        alone = [generate(target, [p], DecodeOptions(k=k, max_new_tokens=24), draft=draft,
+                          alignment=comparison.alignment)
                  for p in prompt_ids]
         assert [a.sequences[0].token_ids for a in alone] == expected, k
         assert 0.1 < batched.metrics.acceptance_rate < 0.95
@@ -252,13 +255,13 @@ def test_models_whose_logits_are_not_a_plain_float32_head_keep_their_own_forward
                                            final_logit_softcapping=2.0)).eval()
     assert cpu_head(gemma) is None
     tokens = torch.tensor([[1, 5, 9, 13]])
-    logits = KVState(gemma, 1, torch.device("cpu")).forward(tokens, torch.ones_like(tokens), keep=4)
+    logits = KVState(gemma, 1, torch.device("cpu")).forward(tokens, keep=4)
     assert torch.equal(logits, gemma(tokens).logits)
     assert logits.abs().max() <= 2.0  # the soft cap was applied
     target = load(pair["target"], torch.float64)
     assert cpu_head(target) is None
     tokens = torch.tensor([[11, 22, 33, 44]])
-    logits = KVState(target, 1, torch.device("cpu")).forward(tokens, torch.ones_like(tokens), keep=2)
+    logits = KVState(target, 1, torch.device("cpu")).forward(tokens, keep=2)
     assert torch.equal(logits, target(tokens, logits_to_keep=2).logits)
     assert cpu_head(load(pair["target"], torch.bfloat16)) is None
 
@@ -382,13 +385,14 @@ def test_sampled_output_follows_the_target_distribution(small_pair, method):
     sampling = Sampling(temperature=1.3, top_k=4)
     prompt = [7, 100, 42]
     if method == "ngram":  # the prompt repeats itself with the target's likely continuation in between
-        greedy = generate(target, [prompt], method="none", max_new_tokens=3).sequences[0].token_ids
+        greedy = generate(target, [prompt], DecodeOptions(method="none", max_new_tokens=3)).sequences[0].token_ids
         prompt = prompt + list(greedy) + prompt
     expected = exact_distribution(target, prompt, 3, sampling)
     n = 4000
-    result = generate(target, [prompt] * n, method=method, draft=draft if method == "draft" else None,
-                      alignment=comparison.alignment if method == "draft" else None, k=2, max_new_tokens=3,
-                      sampling=sampling, seed=1234)
+    result = generate(target, [prompt] * n, DecodeOptions(method=method, k=2, max_new_tokens=3, sampling=sampling,
+                                                          seed=1234),
+                      draft=draft if method == "draft" else None,
+                      alignment=comparison.alignment if method == "draft" else None)
     counts: dict[tuple[int, ...], int] = {}
     for sequence in result.sequences:
         counts[sequence.token_ids] = counts.get(sequence.token_ids, 0) + 1

@@ -51,6 +51,11 @@ class RemoteError(VocabcheckError):
     """The hub could not be reached or refused the request (offline, gated, missing revision, server error)."""
 
 
+class BadOption(VocabcheckError, ValueError):
+    """An option out of its range (a decoding option, a sampling parameter): one line, exit code 2; library callers
+    can catch it as the ValueError it also is."""
+
+
 class RefusedPair(VocabcheckError):
     """A pair that a command refuses to work on because its verdict is incompatible (exit code 1)."""
 

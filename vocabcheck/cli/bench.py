@@ -31,7 +31,7 @@ def bench(
     draft: str = typer.Argument(None, help="The draft model (omit to bench none and ngram only)."),
     batch_sizes: str = typer.Option("1,16", "--batch-sizes", help="Comma-separated batch sizes."),
     methods: str = typer.Option("none,ngram,draft", "--methods", help="Comma-separated: none, ngram, draft."),
-    k: int = typer.Option(4, "-k", "--num-speculative-tokens", min=1, max=64),
+    k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=2),
     prompts: Path = typer.Option(None, "--prompts", help="Prompt file (one per line, or JSONL); default: "
                                                          "function openings from Python's standard library."),
@@ -48,7 +48,7 @@ def bench(
     """Time per output token with no speculation, n-gram and draft model, per batch size; greedy output is
     checked against plain decoding in every cell (exit code 1 if it differs)."""
     from ..bench import BenchPlan, default_prompts, run_bench
-    from ..decode import METHODS
+    from ..decode import METHODS, DecodeOptions
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
     from ..errors import VocabcheckError
@@ -63,14 +63,14 @@ def bench(
         raise VocabcheckError(f"--methods: unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     if "draft" in chosen and not draft:
         raise VocabcheckError("--methods includes draft but no DRAFT model was given")
+    plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=DecodeOptions(k=k, max_new_tokens=max_new_tokens),
+                     warmup=warmup, repeat=repeat, compare_hf=compare_hf)
     texts = read_prompt_file(prompts) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
-    session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None, device=device,
-                                       dtype=dtype, allow_incompatible=allow_incompatible),
+    session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None, methods=chosen,
+                                       device=device, dtype=dtype, allow_incompatible=allow_incompatible),
                             on_refusal=lambda c: terminal.print_refusal(err, c))
     ids = session.encode(texts, chat=False)
-    plan = BenchPlan(batch_sizes=sizes, methods=chosen, k=k, max_new_tokens=max_new_tokens, warmup=warmup,
-                     repeat=repeat, compare_hf=compare_hf)
     quiet = json_out or not sys.stderr.isatty()
     with err.status("benchmarking") if not quiet else _Null() as status:
         result = run_bench(session, ids, plan, progress=None if quiet else status.update)

@@ -1,7 +1,10 @@
 """The speculative decoder. It consumes a pair's :class:`vocabcheck.verdict.Alignment` and never re-derives
-compatibility. ``generate`` is the one engine that the CLI, the benchmark and the tests share."""
+compatibility. ``generate`` is the one engine that the CLI, the benchmark and the tests share; ``DecodeOptions`` is
+the one description of what a call does."""
 
-from .engine import METHODS, Generation, Metrics, generate
+from .engine import Generation, generate
+from .metrics import Metrics
+from .options import METHODS, DecodeOptions
 from .sampling import Sampling
 
-__all__ = ["METHODS", "Generation", "Metrics", "Sampling", "generate"]
+__all__ = ["METHODS", "DecodeOptions", "Generation", "Metrics", "Sampling", "generate"]

@@ -1,4 +1,4 @@
-"""Devices, dtypes, models and prompts for the decoder."""
+"""Models and prompts for the decoder."""
 
 from __future__ import annotations
 
@@ -8,41 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, VocabcheckError
+from ..errors import InputError, UnsupportedModel, VocabcheckError
 from ..profile import ModelProfile
-
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-def resolve_device(spec: str):
-    import torch
-
-    spec = spec.strip().lower()
-    if spec == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if spec == "cpu":
-        return torch.device("cpu")
-    if spec == "cuda" or spec.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise VocabcheckError(f"--device {spec}: this torch build sees no CUDA device "
-                                  f"(torch {torch.__version__}); use --device cpu or install a CUDA build of torch")
-        device = torch.device(spec)
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise VocabcheckError(f"--device {spec}: only {torch.cuda.device_count()} CUDA device(s) present")
-        return device
-    raise VocabcheckError(f"--device must be auto, cpu, cuda or cuda:N, not {spec!r}")
-
-
-def resolve_dtype(spec: str, device):
-    import torch
-
-    if spec == "auto":
-        if device.type == "cuda":
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.float32
-    if spec not in DTYPES:
-        raise VocabcheckError(f"--dtype must be one of {', '.join(DTYPES)}, not {spec!r}")
-    return getattr(torch, spec)
 
 
 def model_directory(profile: ModelProfile) -> Path:
@@ -80,6 +47,41 @@ def load_model(profile: ModelProfile, device, dtype):
     return model
 
 
+def check_rollback(profile: ModelProfile) -> None:
+    """Refuse, before any weight is loaded, a model whose KV cache speculative decoding cannot roll back
+    (recurrent or linear-attention state): one line, exit code 2. Plain decoding is not checked."""
+    from .layout import rollback_problem
+
+    config = model_config(profile)
+    if config is None:
+        return
+    from transformers import AutoModelForCausalLM
+
+    try:
+        model_class = AutoModelForCausalLM._model_mapping[type(config)]
+    except (KeyError, ValueError, ImportError, AttributeError):
+        model_class = None  # loading the model says what is wrong with it
+    problem = rollback_problem(config, model_class)
+    if problem is not None:
+        raise UnsupportedModel(problem, profile.location)
+
+
+def model_config(profile: ModelProfile):
+    """The transformers config of a model from its config.json (already read by the profile), or None without one
+    or where transformers does not know its model type (loading the model then says so)."""
+    from transformers import CONFIG_MAPPING
+
+    data = dict(profile.source.config or {})
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        return None
+    try:
+        return CONFIG_MAPPING[model_type].from_dict(data)
+    except Exception as exc:  # transformers validates field types with several exception classes
+        raise InputError(f"transformers cannot read this config: {str(exc).strip().splitlines()[0][:300]}",
+                         profile.provenance.get("config", profile.location)) from exc
+
+
 @dataclass(frozen=True)
 class Prompt:
     text: str | None
@@ -89,7 +91,7 @@ class Prompt:
 def read_prompt_file(path: Path) -> list[Prompt]:
     """One prompt per line, or JSONL: each line a JSON string, or an object with "prompt"/"text" or "messages"."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _lines(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise InputError("prompt file not found", path) from exc
     except (OSError, UnicodeDecodeError) as exc:
@@ -118,6 +120,15 @@ def read_prompt_file(path: Path) -> list[Prompt]:
     if not prompts:
         raise InputError("prompt file holds no prompts", path)
     return prompts
+
+
+def _lines(text: str) -> list[str]:
+    """Lines split at newline (and CRLF) only: U+2028, U+2029, form feed and the other characters that
+    ``str.splitlines`` also breaks at are text inside a prompt."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
 
 
 def encode_prompts(profile: ModelProfile, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:

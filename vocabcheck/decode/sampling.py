@@ -10,9 +10,12 @@ drawn from p. The output token then has distribution exactly p:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
+
+from ..errors import BadOption
 
 
 @dataclass(frozen=True)
@@ -24,12 +27,12 @@ class Sampling:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        if self.temperature < 0:
-            raise ValueError("temperature must be >= 0")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise BadOption(f"--temperature must be 0 (greedy) or more, not {self.temperature}")
         if self.top_k < 0:
-            raise ValueError("top_k must be >= 0")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError("top_p must be in (0, 1]")
+            raise BadOption(f"--top-k must be 0 (off) or more, not {self.top_k}")
+        if not (math.isfinite(self.top_p) and 0.0 < self.top_p <= 1.0):
+            raise BadOption(f"--top-p must be in (0, 1] (1 is off), not {self.top_p}")
 
     @property
     def greedy(self) -> bool:

@@ -10,16 +10,21 @@ from ..errors import RefusedPair
 from ..profile import ModelProfile, build_profile
 from ..sources import open_model
 from ..verdict import Comparison, Verdict, judge
-from .engine import Generation, Metrics, generate
-from .loading import Prompt, encode_prompts, load_model, resolve_device, resolve_dtype
-from .sampling import Sampling
+from .device import resolve_device, resolve_dtype
+from .engine import Generation, OnTokens, generate
+from .loading import Prompt, check_rollback, encode_prompts, load_model
+from .metrics import Metrics
+from .options import METHODS, DecodeOptions
 
 
 @dataclass(frozen=True)
 class RunRequest:
+    """Which pair to load, where, and which methods will run on it (speculative methods need a cache that can be
+    rolled back: checked from the configs before any weight is loaded)."""
+
     target: str
     draft: str | None
-    method: str = "draft"
+    methods: tuple[str, ...] = METHODS
     device: str = "auto"
     dtype: str = "auto"
     allow_incompatible: bool = False
@@ -56,41 +61,45 @@ class Session:
     def encode(self, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
         return encode_prompts(self.target_profile, prompts, chat)
 
-    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], *, method: str | None = None, k: int = 4,
-                     max_new_tokens: int = 64, sampling: Sampling = Sampling(), seed: int = 0, ngram_min: int = 1,
-                     ngram_max: int = 3, on_tokens=None, time_phases: bool | None = None,
-                     ignore_eos: bool = False) -> Generation:
-        method = method or self.request.method
-        use_draft = method == "draft"
-        return generate(self.target_model, prompt_ids, method=method,
-                        draft=self.draft_model if use_draft else None,
-                        alignment=self.comparison.alignment if use_draft else None, k=k,
-                        max_new_tokens=max_new_tokens, sampling=sampling,
-                        eos_ids=() if ignore_eos else self.eos_ids, seed=seed,
-                        ngram_min=ngram_min, ngram_max=ngram_max, on_tokens=on_tokens, time_phases=time_phases)
+    def generate_ids(self, prompt_ids: Sequence[Sequence[int]], options: DecodeOptions,
+                     on_tokens: OnTokens | None = None) -> Generation:
+        if options.method not in self.request.methods:
+            raise ValueError(f"this session was started for {', '.join(self.request.methods)}, not {options.method}")
+        use_draft = options.method == "draft"
+        return generate(self.target_model, prompt_ids, options, draft=self.draft_model if use_draft else None,
+                        alignment=self.comparison.alignment if use_draft else None, eos_ids=self.eos_ids,
+                        on_tokens=on_tokens)
 
-    def generate(self, prompts: Sequence[Prompt], *, chat: bool = False, batch_size: int = 1,
-                 on_tokens: Callable[[int, list[int]], None] | None = None, **options) -> RunResult:
-        """Generate for every prompt, ``batch_size`` at a time; ``on_tokens(index, ids)`` streams by prompt index."""
+    def generate(self, prompts: Sequence[Prompt], options: DecodeOptions, *, chat: bool = False,
+                 batch_size: int = 1, on_tokens: OnTokens | None = None) -> RunResult:
+        """Generate for every prompt, ``batch_size`` at a time; ``on_tokens(index, ids)`` streams by prompt index.
+        Ctrl-C ends the run with what was generated so far (``interrupted``), wherever it lands."""
         ids = self.encode(prompts, chat)
+        done: list[tuple[int, Generation]] = []
+        interrupted = False
+        try:
+            for begin in range(0, len(ids), batch_size):
+                callback = (lambda row, new, base=begin: on_tokens(base + row, new)) if on_tokens else None
+                done.append((begin, self.generate_ids(ids[begin:begin + batch_size], options, on_tokens=callback)))
+                if done[-1][1].interrupted:
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+        return self._result(prompts, options, done, interrupted)
+
+    def _result(self, prompts, options: DecodeOptions, done, interrupted: bool) -> RunResult:
         tokenizer = self.target_profile.source.tokenizer
         results: list[SequenceResult] = []
-        merged: Metrics | None = None
-        interrupted = False
-        for begin in range(0, len(ids), batch_size):
-            chunk = ids[begin:begin + batch_size]
-            callback = (lambda row, new, base=begin: on_tokens(base + row, new)) if on_tokens else None
-            generation = self.generate_ids(chunk, on_tokens=callback, **options)
-            merged = generation.metrics if merged is None else merged.merge(generation.metrics)
+        metrics = Metrics(method=options.method, k=options.proposals, batch_size=0)
+        for begin, generation in done:
+            metrics = metrics.merge(generation.metrics)
+            interrupted = interrupted or generation.interrupted
             for offset, sequence in enumerate(generation.sequences):
                 results.append(SequenceResult(
                     prompt=prompts[begin + offset], prompt_ids=sequence.prompt_ids, token_ids=sequence.token_ids,
                     text=tokenizer.decode(list(sequence.token_ids), skip_special_tokens=True),
                     finish_reason=sequence.finish_reason))
-            if generation.interrupted:
-                interrupted = True
-                break
-        return RunResult(sequences=tuple(results), metrics=merged, interrupted=interrupted)
+        return RunResult(sequences=tuple(results), metrics=metrics, interrupted=interrupted)
 
 
 def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None) -> Session:
@@ -105,6 +114,10 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
                 on_refusal(comparison)
             top = "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2))
             raise RefusedPair(f"refused: the pair is incompatible ({top}); --allow-incompatible runs it anyway")
+    if any(method != "none" for method in request.methods):
+        for profile in (target_profile, draft_profile):
+            if profile is not None:
+                check_rollback(profile)
     device = resolve_device(request.device)
     dtype = resolve_dtype(request.dtype, device)
     target_model = load_model(target_profile, device, dtype)

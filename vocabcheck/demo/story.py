@@ -59,14 +59,14 @@ def _compare(out, pair: DemoPair):
 
 
 def _run(out, pair: DemoPair) -> None:
-    from ..decode import Sampling
+    from ..decode import DecodeOptions
     from ..decode.loading import Prompt
     from ..decode.session import RunRequest, start_session
 
     out.rule("3. A speculative run across the padded rows: vocabcheck run")
     session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
-    result = session.generate([Prompt(PROMPT)], max_new_tokens=48, k=4, sampling=Sampling())
-    plain = session.generate([Prompt(PROMPT)], method="none", max_new_tokens=48, sampling=Sampling())
+    result = session.generate([Prompt(PROMPT)], DecodeOptions(max_new_tokens=48, k=4))
+    plain = session.generate([Prompt(PROMPT)], DecodeOptions(method="none", max_new_tokens=48))
     terminal.print_texts(out, session, result)
     terminal.print_metrics(out, session, result)
     same = result.sequences[0].token_ids == plain.sequences[0].token_ids
@@ -77,6 +77,7 @@ def _run(out, pair: DemoPair) -> None:
 
 def _bench(out, pair: DemoPair) -> None:
     from ..bench import BenchPlan, default_prompts, run_bench
+    from ..decode import DecodeOptions
     from ..decode.loading import Prompt
     from ..decode.session import RunRequest, start_session
     from ..render import bench_report
@@ -84,7 +85,7 @@ def _bench(out, pair: DemoPair) -> None:
     out.rule("4. A short benchmark: vocabcheck bench (batch 1 and 4, 32 tokens, median of 3)")
     session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
     ids = session.encode([Prompt(t) for t in default_prompts(8)], chat=False)
-    plan = BenchPlan(batch_sizes=(1, 4), k=4, max_new_tokens=32, warmup=1, repeat=3)
+    plan = BenchPlan(batch_sizes=(1, 4), options=DecodeOptions(k=4, max_new_tokens=32), warmup=1, repeat=3)
     with out.status("benchmarking") as status:
         result = run_bench(session, ids, plan, progress=status.update)
     out.print(bench_report.summary_table(result))

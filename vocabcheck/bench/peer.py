@@ -19,7 +19,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 
-from .bench import BenchPlan, Cell, Row
+from .plan import BenchPlan, Cell, Row
 
 
 def measure_hf(session, prompt: Sequence[int], plan: BenchPlan, cells: dict[tuple[str, int], Cell],
@@ -34,7 +34,7 @@ def measure_hf(session, prompt: Sequence[int], plan: BenchPlan, cells: dict[tupl
     base_kwargs = dict(input_ids=ids, attention_mask=mask, max_new_tokens=plan.max_new_tokens,
                        min_new_tokens=plan.max_new_tokens, do_sample=False, pad_token_id=0)
     variants: dict[str, dict] = {"hf-none": {}, "hf-ngram": {"prompt_lookup_num_tokens": plan.k,
-                                                             "max_matching_ngram_size": plan.ngram_max}}
+                                                             "max_matching_ngram_size": plan.options.ngram_max}}
     note = ""
     if draft is not None and "draft" in plan.methods:
         same_size = target.config.get_text_config().vocab_size == draft.config.get_text_config().vocab_size
@@ -47,7 +47,7 @@ def measure_hf(session, prompt: Sequence[int], plan: BenchPlan, cells: dict[tupl
         else:
             from transformers import AutoTokenizer
 
-            from .decode.loading import model_directory
+            from ..decode.loading import model_directory
 
             target_tok = AutoTokenizer.from_pretrained(str(model_directory(session.target_profile)))
             draft_tok = AutoTokenizer.from_pretrained(str(model_directory(session.draft_profile)))

@@ -1,0 +1,119 @@
+"""Which attention each layer of a model uses, whether its cache can be rolled back, and the masks the decoder builds.
+
+Speculative decoding appends proposals to the KV cache and takes the rejected ones back. The decoder keeps one
+full-length cache layer for every attention layer (``DynamicLayer``, which can be cropped at any length) and applies
+each layer's attention pattern through the mask it builds itself, from every cache slot's *position*:
+
+- a full-attention layer lets a query at position p see every real slot at a position <= p;
+- a sliding-window layer of width w lets it see the real slots at positions p - w < position <= p (transformers'
+  own rule, ``kv_idx > q_idx - sliding_window``).
+
+Counting positions rather than slots is what keeps a batch lossless: a row's verify chunk is left-padded to the
+batch's widest row, and rows that reject different numbers of proposals keep the rejected slots as masked holes, so
+slot indices drift away from positions. transformers' sliding-window caches count slots (a hole pushes a real token
+out of the window) and refuse to crop once the window is full; the full cache plus a positional mask is exact in
+both respects, for all-sliding models (Mistral v0.1, Phi-3) and alternating local/global ones (Gemma 2/3) alike.
+The price is memory: sliding layers keep the whole context instead of the last w tokens, as full layers do anyway.
+
+A model whose cache holds recurrent state (Mamba, linear attention, hybrid layers) cannot be rolled back by
+cropping: the speculative methods refuse it with one line; plain decoding runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import UnsupportedModel
+
+FULL, SLIDING = "full_attention", "sliding_attention"
+
+
+@dataclass(frozen=True)
+class AttentionLayout:
+    """The attention type of each layer, and the sliding window (in positions) of the sliding layers."""
+
+    layer_types: tuple[str, ...]
+    window: int | None
+
+    @property
+    def sliding(self) -> bool:
+        return SLIDING in self.layer_types
+
+    @property
+    def mixed(self) -> bool:
+        return len(set(self.layer_types)) > 1
+
+    def masks(self, slot_pos: torch.Tensor, slot_real: torch.Tensor, queries: int, dtype: torch.dtype):
+        """Additive attention masks for the last ``queries`` slots: [B, 1, queries, S] (0 where a query may attend,
+        the dtype's minimum elsewhere). One tensor where every layer has the same type, else one per type (the
+        form transformers' models with mixed layers take)."""
+        full = _allowed(slot_pos, slot_real, queries, None)
+        masks = {FULL: full}
+        if self.sliding:
+            masks[SLIDING] = _allowed(slot_pos, slot_real, queries, self.window)
+        additive = {kind: _additive(allowed, dtype) for kind, allowed in masks.items()}
+        if not self.mixed:
+            return additive[self.layer_types[0]]
+        return additive
+
+
+def _allowed(slot_pos: torch.Tensor, slot_real: torch.Tensor, queries: int, window: int | None) -> torch.Tensor:
+    """[B, queries, S] booleans: real slots at positions the query may see. A padding query sees itself only, so
+    that no row of the softmax is empty."""
+    query_pos = slot_pos[:, -queries:, None]  # [B, q, 1]
+    keys = slot_pos[:, None, :]  # [B, 1, S]
+    allowed = slot_real[:, None, :] & (keys <= query_pos)
+    if window is not None:
+        allowed &= keys > query_pos - window
+    slots = slot_pos.shape[1]
+    own = torch.arange(slots, device=slot_pos.device)[None, :] == \
+        torch.arange(slots - queries, slots, device=slot_pos.device)[:, None]  # [q, S]
+    return allowed | own[None]
+
+
+def _additive(allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    zeros = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return zeros.masked_fill(~allowed, torch.finfo(dtype).min)[:, None]
+
+
+def attention_layout(model) -> AttentionLayout:
+    """The layout of a loaded model; raises :class:`UnsupportedModel` where its cache cannot be rolled back."""
+    problem = rollback_problem(model.config, type(model))
+    if problem is not None:
+        raise UnsupportedModel(problem)
+    return _layout(model.config)
+
+
+def rollback_problem(config, model_class: type | None = None) -> str | None:
+    """Why speculative decoding cannot roll back this model's cache (None when it can): recurrent or linear-attention
+    state, or layer types the decoder cannot mask by position. Needs only the config (and the model class)."""
+    from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
+
+    name = getattr(config, "model_type", "?")
+    if model_class is not None and getattr(model_class, "_is_stateful", False):
+        return (f"{name} keeps recurrent state that cannot be rolled back to drop rejected proposals; speculative "
+                "decoding (draft and ngram) cannot run it losslessly, plain decoding (--method none) can")
+    try:
+        layers = DynamicCache(config=config).layers
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        return f"{name}: cannot tell its attention layout from its config ({exc})"
+    odd = sorted({type(layer).__name__ for layer in layers} - {"DynamicLayer", "DynamicSlidingWindowLayer"})
+    if odd:
+        return (f"{name} has cache layers that cannot be rolled back to drop rejected proposals ({', '.join(odd)}); "
+                "speculative decoding (draft and ngram) cannot run it losslessly, plain decoding (--method none) can")
+    windows = {layer.sliding_window for layer in layers if isinstance(layer, DynamicSlidingWindowLayer)}
+    if len(windows) > 1:
+        return f"{name} has sliding-window layers of different widths ({sorted(windows)}); vocabcheck masks one width"
+    assert all(isinstance(layer, DynamicLayer) for layer in layers)
+    return None
+
+
+def _layout(config) -> AttentionLayout:
+    from transformers.cache_utils import DynamicCache, DynamicSlidingWindowLayer
+
+    layers = DynamicCache(config=config).layers
+    types = tuple(SLIDING if isinstance(layer, DynamicSlidingWindowLayer) else FULL for layer in layers)
+    windows = [layer.sliding_window for layer in layers if isinstance(layer, DynamicSlidingWindowLayer)]
+    return AttentionLayout(layer_types=types, window=windows[0] if windows else None)

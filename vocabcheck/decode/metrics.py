@@ -1,0 +1,154 @@
+"""What a generate call measured: tokens, proposals, acceptance and time, per row and in total.
+
+Only emitted tokens count. A step verifies a row's proposals and emits its accepted proposals plus the target's own
+token (the correction, or the bonus after a fully accepted run); when eos or the length budget cuts the row inside the
+run, the last emitted token stands for the target's token and the proposals after it were never emitted, so they
+count neither as drafted nor as accepted. For every row, and so in total:
+
+    generated = first tokens + verifications + accepted
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RowMetrics:
+    """One row's counters: its first token (from prefill), its verification steps and what they emitted."""
+
+    first_tokens: int = 0
+    steps: int = 0
+    drafted: int = 0
+    accepted: int = 0
+    generated: int = 0
+    drafted_at: list[int] = field(default_factory=list)
+    accepted_at: list[int] = field(default_factory=list)
+    first_at: float = 0.0  # seconds since the call started: the first token, and the latest emitted token
+    last_at: float = 0.0
+
+    def record_first(self, at: float) -> None:
+        self.first_tokens, self.generated, self.first_at, self.last_at = 1, 1, at, at
+
+    def record_step(self, proposed: int, accepted: int, emitted: int, at: float) -> None:
+        """A verification of ``proposed`` tokens that accepted ``accepted`` of them and emitted ``emitted`` tokens
+        (``accepted + 1``, or fewer where the row ended inside the accepted run)."""
+        judged, kept = (proposed, accepted) if emitted == accepted + 1 else (emitted - 1, emitted - 1)
+        self.steps += 1
+        self.drafted += judged
+        self.accepted += kept
+        self.generated += emitted
+        _grow(self.drafted_at, judged)
+        _grow(self.accepted_at, kept)
+        if emitted:
+            self.last_at = at
+
+    @property
+    def tpot_s(self) -> float:
+        """Time per output token after the first: NaN for a row with one token."""
+        return (self.last_at - self.first_at) / (self.generated - 1) if self.generated > 1 else float("nan")
+
+
+def _grow(counts: list[int], positions: int) -> None:
+    """Count one more proposal at each of the first ``positions`` positions."""
+    counts.extend([0] * (positions - len(counts)))
+    for j in range(positions):
+        counts[j] += 1
+
+
+@dataclass
+class Metrics:
+    """Counters and timers of one or more generate calls. Times are seconds; ``tpot_ms`` is the mean over rows of
+    (last token time - first token time) / (tokens - 1)."""
+
+    method: str
+    k: int
+    batch_size: int
+    rows: list[RowMetrics] = field(default_factory=list)
+    verify_passes: int = 0  # target forwards after prefill (one per step, whatever the batch)
+    draft_passes: int = 0  # draft forwards after prefill
+    prefill_s: float = 0.0
+    draft_s: float = 0.0
+    target_s: float = 0.0
+    total_s: float = 0.0
+    ttft_s: float = 0.0
+
+    def _sum(self, name: str) -> int:
+        return sum(getattr(row, name) for row in self.rows)
+
+    @property
+    def first_tokens(self) -> int:
+        return self._sum("first_tokens")
+
+    @property
+    def steps(self) -> int:
+        """Verifications, summed over rows."""
+        return self._sum("steps")
+
+    @property
+    def drafted(self) -> int:
+        return self._sum("drafted")
+
+    @property
+    def accepted(self) -> int:
+        return self._sum("accepted")
+
+    @property
+    def generated(self) -> int:
+        return self._sum("generated")
+
+    def _positions(self, name: str) -> list[int]:
+        totals = [0] * self.k
+        for row in self.rows:
+            for j, count in enumerate(getattr(row, name)):
+                totals[j] += count
+        return totals
+
+    @property
+    def drafted_at(self) -> list[int]:
+        return self._positions("drafted_at")
+
+    @property
+    def accepted_at(self) -> list[int]:
+        return self._positions("accepted_at")
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def mean_accepted_length(self) -> float:
+        """1 + accepted drafts per verification, as vLLM reports it."""
+        return 1.0 + self.accepted / self.steps if self.steps else 1.0
+
+    @property
+    def acceptance_by_position(self) -> list[float]:
+        return [a / d if d else 0.0 for a, d in zip(self.accepted_at, self.drafted_at)]
+
+    @property
+    def row_tpot_s(self) -> list[float]:
+        return [row.tpot_s for row in self.rows]
+
+    @property
+    def tpot_ms(self) -> float:
+        rows = [t for t in self.row_tpot_s if t == t]  # NaN for rows that produced one token
+        return 1000.0 * sum(rows) / len(rows) if rows else 0.0
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.generated / self.total_s if self.total_s else 0.0
+
+    @property
+    def other_s(self) -> float:
+        return max(0.0, self.total_s - self.prefill_s - self.draft_s - self.target_s)
+
+    def merge(self, other: Metrics) -> Metrics:
+        """The metrics of two runs one after the other (batches of one `run`)."""
+        return Metrics(
+            method=self.method, k=self.k, batch_size=max(self.batch_size, other.batch_size),
+            rows=self.rows + other.rows, verify_passes=self.verify_passes + other.verify_passes,
+            draft_passes=self.draft_passes + other.draft_passes, prefill_s=self.prefill_s + other.prefill_s,
+            draft_s=self.draft_s + other.draft_s, target_s=self.target_s + other.target_s,
+            total_s=self.total_s + other.total_s,
+            ttft_s=min((m.ttft_s for m in (self, other) if m.rows), default=0.0),
+        )

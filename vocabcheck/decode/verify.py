@@ -1,0 +1,74 @@
+"""Verification: one target pass over each row's [newest token, proposals], and the acceptance rule applied to it.
+
+Rows are left-padded to the batch's widest chunk, so the target's logits for proposal j of a row with n proposals sit
+at slot (width - n) + j. Greedy decoding accepts the longest prefix of proposals equal to the target's argmax chain
+and emits the argmax after it; sampling accepts proposal x with probability min(1, p(x) / q(x)) and draws the token
+after the first rejection from the residual (:mod:`vocabcheck.decode.sampling`). Everything stays on the device.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .device import host_to_device
+from .proposers import Proposals
+from .sampling import Sampling, acceptance_probability, draw, residual, warp
+from .state import KVState
+
+
+def verify(state: KVState, last: torch.Tensor, last_host: list[int], proposals: Proposals) -> torch.Tensor:
+    """Logits [B, width + 1, V] of the target over each row's newest token and its proposals."""
+    width = proposals.width
+    if proposals.lengths is None:
+        return state.forward(torch.cat([last[:, None], proposals.tokens], dim=1), keep=width + 1)
+    chunk = [[0] * (width - len(p)) + [t] + p for t, p in zip(last_host, proposals.host)]
+    real = [[False] * (width - len(p)) + [True] * (len(p) + 1) for p in proposals.host]
+    device = last.device
+    return state.forward(host_to_device(chunk, device), keep=width + 1,
+                         real=host_to_device(real, device, dtype=torch.bool))
+
+
+def accept(logits: torch.Tensor, proposals: Proposals, sampling: Sampling,
+           generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """How many proposals each row accepts [B], and the token that follows them [B] (correction or bonus)."""
+    width = proposals.width
+    device = logits.device
+    proposed = proposals.tokens
+    if proposals.lengths is None:
+        lengths = torch.full((proposed.shape[0],), width, device=device)
+        target_logits = logits
+    else:
+        lengths = host_to_device(proposals.lengths, device)
+        slots = ((width - lengths)[:, None] + torch.arange(width + 1, device=device)[None, :]).clamp(max=width)
+        target_logits = logits.gather(1, slots[:, :, None].expand(-1, -1, logits.shape[-1]))  # [B, width+1, V]
+    valid = torch.arange(width, device=device)[None, :] < lengths[:, None]
+    rows = torch.arange(proposed.shape[0], device=device)
+    if sampling.greedy:
+        best = target_logits.argmax(dim=-1)  # [B, width + 1]
+        count = ((best[:, :width] == proposed) & valid).long().cumprod(dim=1).sum(dim=1)
+        return count, best[rows, count]
+    p = warp(target_logits, sampling)  # [B, width + 1, V]
+    p_x = p[:, :width].gather(2, proposed[:, :, None]).squeeze(2)
+    q = proposals.q
+    q_x = q.gather(2, proposed[:, :, None]).squeeze(2) if q is not None else torch.ones_like(p_x)
+    u = torch.rand(p_x.shape, generator=generator, device=device)
+    hits = (u < acceptance_probability(p_x, q_x.clamp(min=1e-30))) & valid
+    count = hits.long().cumprod(dim=1).sum(dim=1)
+    p_n = p[rows, count]  # [B, V]: the distribution at the first unaccepted position (or the bonus position)
+    rejected = (count < lengths)[:, None]
+    if q is not None:
+        q_n = q[rows, count.clamp(max=max(width - 1, 0))] if width else torch.zeros_like(p_n)
+    else:  # n-gram: q is a point mass on the proposed token
+        point = proposed[rows, count.clamp(max=max(width - 1, 0))] if width else torch.zeros_like(count)
+        q_n = torch.nn.functional.one_hot(point, p_n.shape[-1]).to(p_n.dtype)
+    return count, draw(residual(p_n, torch.where(rejected, q_n, torch.zeros_like(p_n))), generator)
+
+
+def emitted_tokens(proposals: Proposals, count: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
+    """[B, 1 + width + 1]: each row's accepted count, then its accepted proposals and the target's token (the rest
+    of the row repeats that token). This is what the host reads back, in one copy."""
+    width = proposals.width
+    columns = torch.arange(width + 1, device=count.device)[None, :]
+    padded = torch.nn.functional.pad(proposals.tokens, (0, 1))
+    tokens = torch.where(columns < count[:, None], padded, chosen[:, None])
+    return torch.cat([count[:, None], tokens], dim=1)
