@@ -2,9 +2,10 @@
 compatibility. ``generate`` is the one engine that the CLI, the benchmark and the tests share; ``DecodeOptions`` is
 the one description of what a call does."""
 
-from .engine import Generation, generate
+from .engine import generate
 from .metrics import Metrics
 from .options import METHODS, DecodeOptions
+from .result import Generation
 from .sampling import Sampling
 
 __all__ = ["METHODS", "DecodeOptions", "Generation", "Metrics", "Sampling", "generate"]

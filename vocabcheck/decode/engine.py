@@ -20,29 +20,18 @@ import torch
 
 from ..verdict import Alignment
 from .device import Clock, device_to_host, host_to_device
+from .layout import rollback_problem
 from .mapping import PaddedMapping
 from .metrics import Metrics, RowMetrics
+from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
+from .plain import generate_plain
 from .proposers import DraftProposer, NgramProposer, Proposals
 from .sampling import draw, warp
 from .state import KVState
 from .verify import accept, emitted_tokens, verify
 
 OnTokens = Callable[[int, list[int]], None]
-
-
-@dataclass(frozen=True)
-class GeneratedSequence:
-    prompt_ids: tuple[int, ...]
-    token_ids: tuple[int, ...]
-    finish_reason: str  # "eos" or "length"
-
-
-@dataclass(frozen=True)
-class Generation:
-    sequences: tuple[GeneratedSequence, ...]
-    metrics: Metrics
-    interrupted: bool = False  # Ctrl-C: what was accepted so far
 
 
 @dataclass
@@ -109,6 +98,8 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
         raise ValueError("the draft method needs a draft model and the pair's alignment")
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
+    if not options.speculative and rollback_problem(target.config, type(target)) is not None:
+        return generate_plain(target, prompts, options, eos_ids, on_tokens)
     batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, eos_ids=eos_ids,
                         on_tokens=on_tokens)
     interrupted = False

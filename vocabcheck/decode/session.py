@@ -11,10 +11,11 @@ from ..profile import ModelProfile, build_profile
 from ..sources import open_model
 from ..verdict import Comparison, Verdict, judge
 from .device import resolve_device, resolve_dtype
-from .engine import Generation, OnTokens, generate
+from .engine import OnTokens, generate
 from .loading import Prompt, check_rollback, encode_prompts, load_model
 from .metrics import Metrics
 from .options import METHODS, DecodeOptions
+from .result import Generation
 
 
 @dataclass(frozen=True)
