@@ -207,3 +207,39 @@ def test_bad_decoding_options_get_one_line_and_exit_2_before_any_model_loads(cap
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("method", ["draft", "ngram", "none"])
+def test_cuda_steps_synchronise_only_in_the_read_back(tiny, monkeypatch, method):
+    """On CUDA, torch's sync debug mode raises on any synchronising call inside the step but the one read-back."""
+    import copy
+
+    from vocabcheck.decode import engine
+
+    step, read = engine.speculative_step, engine.device_to_host
+
+    def strict_step(batch):
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            step(batch)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    def allowed_read(tensor):
+        torch.cuda.set_sync_debug_mode("default")
+        try:
+            return read(tensor)
+        finally:
+            torch.cuda.set_sync_debug_mode("error")
+
+    monkeypatch.setattr(engine, "speculative_step", strict_step)
+    monkeypatch.setattr(engine, "device_to_host", allowed_read)
+    target, prompts = tiny
+    target = copy.deepcopy(target).to("cuda")
+    pair = {"draft": target, "alignment": SAME_VOCABULARY} if method == "draft" else {}
+    for sampling in (Sampling(), Sampling(temperature=0.8, top_k=8)):
+        result = generate(target, [p * 2 for p in prompts], DecodeOptions(method=method, k=4, max_new_tokens=20,
+                                                                          sampling=sampling), **pair)
+        assert result.metrics.verify_passes > 3

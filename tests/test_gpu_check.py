@@ -1,0 +1,47 @@
+"""benchmarks/gpu_check.py, the one command a GPU session runs, checked where no GPU is lent: every part at toy
+sizes on the CPU, and a clear refusal where CUDA is asked for and absent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+
+from vocabcheck.render.data import schema
+
+SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_check.py"
+
+
+def test_every_part_runs_at_toy_sizes_and_writes_its_report(tmp_path):
+    out = tmp_path / "gpu"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--skip-tests", "--out",
+                           str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((out / "gpu-check.json").read_text())
+    cases = report["lossless_float32"]
+    assert {c["case"].split(":")[0] for c in cases} == {"padded rows", "cut rows",
+                                                         "sliding window 8, contexts of 6-8 windows"}
+    assert {c["method"] for c in cases} == {"draft", "ngram"} and all(c["lossless"] for c in cases)
+    assert any(0 < c["acceptance_rate"] < 1 for c in cases)
+    match = report["bfloat16_match"]
+    assert match["dtype"] == "float32"  # on the CPU the pair runs in float32, where speculation is exact
+    assert match["draft"]["identical_sequences"] == match["ngram"]["identical_sequences"] == 1.0
+    jsonschema.validate(report["bench"], schema("bench-1"))
+    methods = {(row["method"], row["batch_size"]) for row in report["bench"]["rows"]}
+    assert {("none", 1), ("ngram", 1), ("draft", 1), ("none", 4), ("ngram", 4), ("draft", 4)} <= methods
+    assert {row["method"] for row in report["bench"]["hf_rows"]} >= {"hf-none", "hf-draft"}
+    markdown = (out / "gpu-check.md").read_text()
+    assert "| sliding window 8, contexts of 6-8 windows | draft | 4 | yes |" in markdown
+    assert (out / "bench" / "bench.md").is_file()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_asking_for_cuda_without_it_says_so(tmp_path):
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "sees no CUDA device" in proc.stderr
