@@ -46,6 +46,10 @@ def test_run_json_validates_and_holds_only_generated_ids(capsys, qwen_pair, tmp_
     assert metrics["drafted_tokens"] >= metrics["accepted_tokens"] >= 0
     assert len(metrics["acceptance_by_position"]) == 3
     assert metrics["generated_tokens"] == 18
+    assert [r["generated_tokens"] for r in metrics["rows"]] == [6, 6, 6]
+    for row in metrics["rows"]:  # only emitted tokens count, per row
+        assert row["generated_tokens"] == row["first_tokens"] + row["verifications"] + row["accepted_tokens"]
+    assert sum(r["accepted_tokens"] for r in metrics["rows"]) == metrics["accepted_tokens"]
 
 
 def test_run_greedy_text_equals_plain_decoding(capsys, qwen_pair):

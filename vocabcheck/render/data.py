@@ -160,6 +160,10 @@ def metrics_document(m) -> dict[str, Any]:
         "tokens_per_s": m.tokens_per_s,
         "time_s": {"total": m.total_s, "prefill": m.prefill_s, "draft": m.draft_s, "target": m.target_s,
                    "other": m.other_s},
+        "first_tokens": m.first_tokens,
+        "rows": [{"generated_tokens": r.generated, "first_tokens": r.first_tokens, "verifications": r.steps,
+                  "drafted_tokens": r.drafted, "accepted_tokens": r.accepted,
+                  "tpot_ms": None if r.tpot_s != r.tpot_s else r.tpot_s * 1000.0} for r in m.rows],
     }
 
 
