@@ -144,9 +144,9 @@ def prefill(batch: Batch, prompts: Sequence[Sequence[int]]) -> None:
     logits = batch.target.forward(ids, keep=1, real=real)[:, -1]
     sampling = batch.options.sampling
     first = logits.argmax(dim=-1) if sampling.greedy else draw(warp(logits, sampling), batch.generator)
-    if isinstance(batch.proposer, DraftProposer):
-        batch.proposer.prefill(ids, real, first)
     first_host = device_to_host(first)
+    if isinstance(batch.proposer, DraftProposer):
+        batch.proposer.prefill(prompts, ids, real, first, first_host)
     batch.metrics.prefill_s = batch.metrics.ttft_s = at = batch.elapsed()
     batch.last = first
     for index, token in enumerate(first_host):

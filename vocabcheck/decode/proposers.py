@@ -74,18 +74,20 @@ class DraftProposer:
     def __init__(self, draft, mapping: PaddedMapping, batch: int, device: torch.device):
         self.state = KVState(draft, batch, device)
         self.mapping = mapping
-        self.pending: torch.Tensor | None = None  # [B, P] target ids the draft has not seen yet (left-padded)
+        self.pending: torch.Tensor | None = None  # [B, P] draft ids the draft has not seen yet (left-padded)
         self.pending_real: torch.Tensor | None = None  # which of them are real; None: all
 
-    def prefill(self, ids: torch.Tensor, real: torch.Tensor | None, first: torch.Tensor) -> None:
+    def prefill(self, prompts: Sequence[Sequence[int]], ids: torch.Tensor, real: torch.Tensor | None,
+                first: torch.Tensor, first_host: list[int]) -> None:
+        """The prompts (``ids`` as the target's left-padded batch) through the draft; the first token is owed."""
         self.state.forward(self.mapping.to_draft(ids), keep=1, real=real)
-        self.pending, self.pending_real = first[:, None], None
+        self.pending, self.pending_real = self.mapping.to_draft(first[:, None]), None
 
     def propose(self, width: int, sampling: Sampling, generator: torch.Generator) -> Proposals:
         tokens, real = self.pending, self.pending_real
         picks, dists = [], []
         for _ in range(width):
-            draft_logits = self.state.forward(self.mapping.to_draft(tokens), keep=1, real=real)[:, -1]
+            draft_logits = self.state.forward(tokens, keep=1, real=real)[:, -1]
             if sampling.greedy:
                 pick = self.mapping.greedy(draft_logits)
             else:
@@ -93,7 +95,7 @@ class DraftProposer:
                 pick = draw(q, generator)
                 dists.append(q)
             picks.append(pick)
-            tokens, real = pick[:, None], None
+            tokens, real = self.mapping.to_draft(pick[:, None]), None
         return Proposals(tokens=torch.stack(picks, dim=1), q=torch.stack(dists, dim=1) if dists else None)
 
     def commit(self, emitted, proposals: Proposals, count: torch.Tensor, count_host: list[int],
@@ -101,18 +103,18 @@ class DraftProposer:
         """The draft saw its pending tokens and all proposals but the last: it keeps the accepted ones and owes the
         rest — the last proposal where all were accepted — and the target's token."""
         width = proposals.width
+        owed = self.mapping.to_draft(chosen[:, None])
         if width == 0:
-            self.pending = torch.cat([self.pending, chosen[:, None]], dim=1)
+            self.pending = torch.cat([self.pending, owed], dim=1)
             if self.pending_real is not None:
-                self.pending_real = torch.cat([self.pending_real, torch.ones_like(chosen[:, None], dtype=torch.bool)],
-                                              dim=1)
+                self.pending_real = torch.cat([self.pending_real, torch.ones_like(owed, dtype=torch.bool)], dim=1)
             return
         self.state.rollback((width - 1 - count).clamp(min=0), [max(0, width - 1 - n) for n in count_host])
         full = [n == width for n in count_host]
         if not any(full):
-            self.pending, self.pending_real = chosen[:, None], None
+            self.pending, self.pending_real = owed, None
             return
-        self.pending = torch.stack([proposals.tokens[:, -1], chosen], dim=1)
+        self.pending = torch.cat([self.mapping.to_draft(proposals.tokens[:, -1:]), owed], dim=1)
         accepted_all = count == width
         self.pending_real = None if all(full) else torch.stack([accepted_all, torch.ones_like(accepted_all)], dim=1)
 

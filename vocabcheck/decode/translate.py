@@ -1,0 +1,221 @@
+"""Speculative decoding across two tokenizers, through the tokens they share (token-level intersection).
+
+The draft's next-token distribution is restricted to the shared tokens (:attr:`Translation.pairs`: draft ids that
+stand for the same bytes as a target id, plus special tokens matched by role and added tokens matched by content),
+renormalised and placed on the target's ids; proposals are drawn from that one mapped distribution and the target
+verifies them with the usual rule, so greedy output is the target's own and sampled output follows the target's
+warped distribution exactly. Nothing else about the draft matters for correctness: its context only decides how
+often it is right.
+
+The draft keeps its context in its own tokenization, per row. A target token that is shared is fed as its draft
+id; any other (and any token that arrives while bytes are still waiting) is turned into bytes and re-encoded from
+the point where both tokenizations last agreed — the end of what the draft has already been fed — with the draft's
+own tokenizer; where that tokenizer would change the bytes (a SentencePiece tokenizer prepends a space to a
+fragment), the bytes are split greedily into the longest draft tokens instead. An incomplete UTF-8 sequence waits
+for the token that completes it. The draft's cache is never recomputed: rejected proposals are rolled back as in
+the same-tokenizer case, and a row with nothing new to feed re-feeds its last token.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from .device import host_to_device
+from .proposers import DraftProposer, Proposals
+
+
+class TranslatedMapping:
+    """The shared tokens as tensors: draft logits placed on the target's ids, target ids as draft input ids."""
+
+    def __init__(self, translation, target_rows: int, device: torch.device):
+        target_ids, draft_ids = translation.pairs
+        if not target_ids:
+            raise ValueError("the tokenizers share no tokens: nothing a translated draft proposes could be accepted")
+        self.target_rows = target_rows
+        self.target_ids = torch.tensor(target_ids, device=device)
+        self.draft_ids = torch.tensor(draft_ids, device=device)
+        lookup = torch.zeros(max(max(target_ids) + 1, target_rows), dtype=torch.long, device=device)
+        lookup[self.target_ids] = self.draft_ids
+        self.lookup = lookup
+
+    def to_draft(self, ids: torch.Tensor) -> torch.Tensor:
+        """Shared target ids (every proposal is one) as the draft's ids."""
+        return self.lookup[ids]
+
+    def logits(self, draft_logits: torch.Tensor) -> torch.Tensor:
+        """Draft logits [..., draft_rows] as float32 logits over the target's rows: -inf outside the shared ids."""
+        mapped = torch.full((*draft_logits.shape[:-1], self.target_rows), float("-inf"), device=draft_logits.device)
+        mapped[..., self.target_ids] = draft_logits[..., self.draft_ids].float()
+        return mapped
+
+    def greedy(self, draft_logits: torch.Tensor) -> torch.Tensor:
+        return self.target_ids[draft_logits[..., self.draft_ids].argmax(dim=-1)]
+
+
+class Retokenizer:
+    """Target tokens as draft tokens, for one pair (shared by the rows)."""
+
+    def __init__(self, translation, draft_tokenizer, target_tokens: Sequence[str | None]):
+        self.direct = dict(zip(*translation.pairs))
+        self.target_table = translation.intersection.target.table
+        self.target_tokens = target_tokens
+        self.tokenizer = draft_tokenizer
+        self.draft_table = translation.intersection.draft.table
+        by_bytes: dict[bytes, int] = {}
+        for draft_id, value in enumerate(self.draft_table):
+            if value and value not in by_bytes:
+                by_bytes[value] = draft_id
+        self.by_bytes = by_bytes
+        self.longest = max((len(b) for b in by_bytes), default=1)
+
+    def token_bytes(self, target_id: int) -> bytes:
+        """What a target token stands for: its bytes, or an added token's content as UTF-8."""
+        if 0 <= target_id < len(self.target_table) and self.target_table[target_id] is not None:
+            return self.target_table[target_id]
+        content = self.target_tokens[target_id] if 0 <= target_id < len(self.target_tokens) else None
+        return (content or "").encode("utf-8")
+
+    def is_added(self, target_id: int) -> bool:
+        """An added or special token: no standalone bytes of its own."""
+        return not (0 <= target_id < len(self.target_table) and self.target_table[target_id] is not None)
+
+    def encode(self, text: str) -> list[int]:
+        """``text`` as draft ids whose bytes are exactly the text's: the draft's tokenizer where it keeps them."""
+        data = text.encode("utf-8")
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        table = self.draft_table
+        if all(0 <= i < len(table) and table[i] is not None for i in ids) and b"".join(table[i] for i in ids) == data:
+            return ids
+        return self.split(data)
+
+    def split(self, data: bytes) -> list[int]:
+        """Greedy longest-match of ``data`` over the draft's token bytes (bytes no draft token covers are skipped)."""
+        ids, at = [], 0
+        while at < len(data):
+            for size in range(min(self.longest, len(data) - at), 0, -1):
+                found = self.by_bytes.get(data[at:at + size])
+                if found is not None:
+                    ids.append(found)
+                    at += size
+                    break
+            else:
+                at += 1
+        return ids
+
+
+@dataclass
+class RowContext:
+    """One row's draft context: which target bytes still wait to be fed, and the draft ids fed last."""
+
+    retokenizer: Retokenizer
+    decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
+    waiting: bool = False  # bytes of an incomplete UTF-8 sequence are buffered in the decoder
+    reencodings: int = 0
+    last_fed: int = 0
+
+    def feed(self, target_ids: Sequence[int]) -> list[int]:
+        """The draft ids that carry these target tokens, in order (none while a character is incomplete)."""
+        out: list[int] = []
+        text = []
+        for target_id in target_ids:
+            direct = self.retokenizer.direct.get(target_id)
+            if direct is not None and not self.waiting and not text:
+                out.append(direct)
+                continue
+            piece = self.decoder.decode(self.retokenizer.token_bytes(target_id))
+            text.append(piece)
+            self.waiting = bool(self.decoder.getstate()[0])
+            if not self.waiting and text:
+                out += self._reencode("".join(text))
+                text = []
+        if text and "".join(text):
+            out += self._reencode("".join(text))
+        if out:
+            self.last_fed = out[-1]
+        return out
+
+    def _reencode(self, text: str) -> list[int]:
+        self.reencodings += 1
+        return self.retokenizer.encode(text)
+
+
+class TranslatingProposer(DraftProposer):
+    """A draft model with its own tokenizer: contexts per row in draft ids, proposals as shared target ids."""
+
+    def __init__(self, draft, mapping: TranslatedMapping, retokenizer: Retokenizer, batch: int,
+                 device: torch.device):
+        super().__init__(draft, mapping, batch, device)
+        self.retokenizer = retokenizer
+        self.rows = [RowContext(retokenizer) for _ in range(batch)]
+        self.device = device
+
+    def prefill(self, prompts: Sequence[Sequence[int]], ids: torch.Tensor, real: torch.Tensor | None,
+                first: torch.Tensor, first_host: list[int]) -> None:
+        """Each prompt in the draft's own tokenization, then the target's first token is owed."""
+        encoded = [prompt_ids(self.retokenizer, prompt) for prompt in prompts]
+        for context, ids_ in zip(self.rows, encoded):
+            context.last_fed = ids_[-1]
+        tokens, real_ = self._chunk(encoded)
+        self.state.forward(tokens, keep=1, real=real_)
+        self._set_pending([context.feed([token]) for context, token in zip(self.rows, first_host)],
+                          [0] * len(prompts))
+
+    def commit(self, emitted, proposals: Proposals, count: torch.Tensor, count_host: list[int],
+               chosen: torch.Tensor) -> None:
+        """Roll back rejected proposals, then feed each row what it emitted beyond what the draft has seen: the
+        target's token, and the last proposal where every proposal was accepted."""
+        width = proposals.width
+        rejected, pending = [], []
+        for context, tokens, n in zip(self.rows, emitted, count_host):
+            seen = min(n, width - 1) if width else 0  # accepted proposals the draft already consumed
+            if seen:
+                context.last_fed = self.retokenizer.direct[tokens[seen - 1]]
+            rejected.append(max(0, width - 1 - n))
+            pending.append(context.feed(tokens[seen:]))
+        self._set_pending(pending, rejected)
+
+    def _set_pending(self, pending: list[list[int]], rejected: list[int]) -> None:
+        """A row with nothing new to feed (a character still incomplete) re-feeds its last token, so that every
+        row has logits to draw its next proposal from."""
+        refeed = [not ids for ids in pending]
+        pending = [ids or [context.last_fed] for ids, context in zip(pending, self.rows)]
+        total = [r + int(again) for r, again in zip(rejected, refeed)]
+        if any(total):
+            self.state.rollback(host_to_device(total, self.device), total)
+        self.pending, self.pending_real = self._chunk(pending)
+
+    def _chunk(self, rows: list[list[int]]):
+        width = max(len(r) for r in rows)
+        tokens = host_to_device([[0] * (width - len(r)) + r for r in rows], self.device)
+        if all(len(r) == width for r in rows):
+            return tokens, None
+        real = host_to_device([[False] * (width - len(r)) + [True] * len(r) for r in rows], self.device,
+                              dtype=torch.bool)
+        return tokens, real
+
+    def keep_rows(self, live: list[int], rows: torch.Tensor) -> None:
+        super().keep_rows(live, rows)
+        self.rows = [self.rows[i] for i in live]
+
+
+def prompt_ids(retokenizer: Retokenizer, prompt: Sequence[int]) -> list[int]:
+    """A prompt in the draft's tokenization: its text through the draft's tokenizer in one piece between special
+    tokens, which map by role or content (or, where the draft has no such token, count as their text)."""
+    ids: list[int] = []
+    segment = bytearray()
+    for token in prompt:
+        mapped = retokenizer.direct.get(token)
+        if mapped is not None and retokenizer.is_added(token):
+            if segment:
+                ids += retokenizer.encode(segment.decode("utf-8", "replace"))
+                segment.clear()
+            ids.append(mapped)
+        else:
+            segment += retokenizer.token_bytes(token)
+    if segment:
+        ids += retokenizer.encode(segment.decode("utf-8", "replace"))
+    return ids or [next(iter(retokenizer.direct.values()))]
