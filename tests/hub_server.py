@@ -13,6 +13,9 @@ It serves fixture repositories with the endpoints huggingface_hub 2.x uses and t
 
 It counts the body bytes it sends per repository file and records every request, so tests can assert what a command
 transferred. Faults can be injected per file: a server error, a connection dropped mid-body, a wrong announced size.
+Hostile modes stand in for a hub that means harm or is broken: a model description that is not one
+(:meth:`FakeHub.answer_model_info`), answers dripped a byte at a time until the client gives up, a file that the
+listing calls 1 KiB and that then arrives by the hundreds of megabytes.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 LFS_SUFFIXES = (".safetensors", ".bin", ".gguf", ".pt", ".pth", ".h5", ".msgpack", ".onnx")
 CHUNK = 1 << 16
+DRIP_INTERVAL = 0.25  # seconds between the bytes of a dripped answer
+FLOOD_LISTED = 1024  # what the listing and the HEAD answer say a flooded file holds
+FLOOD_BYTES = 300 * 1024 * 1024  # what a flooded file's GET then sends (unless the client stops reading)
 
 
 @dataclass(frozen=True)
@@ -94,10 +100,13 @@ class FakeHub:
     served: Counter = field(default_factory=Counter)  # (repo_id, file) -> body bytes sent
     requests: list[Request] = field(default_factory=list)
     faults: dict[tuple[str, str | None], str] = field(default_factory=dict)
+    info_bodies: dict[str, bytes] = field(default_factory=dict)  # repo_id -> the model-info body sent instead
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._servers: list[ThreadingHTTPServer] = []
+        self.stopping = threading.Event()  # ends dripping and flooding answers when the server stops
+        self.connections: set[socket.socket] = set()  # accepted and not yet finished
         self.url = ""
         self.cdn_url = ""
 
@@ -120,8 +129,38 @@ class FakeHub:
     def fault(self, repo_id: str, filename: str | None, kind: str) -> None:
         """Inject a fault: ``"500"`` (server error), ``"drop"`` (the connection breaks half-way into the file, on
         every attempt), ``"drop:N"`` (it breaks at byte N), ``"length"`` (the announced size is 100 bytes too large).
-        ``filename=None`` applies to the model-info API call."""
+        ``filename=None`` applies to the model-info API call.
+
+        Hostile modes: ``"drip"`` (the headers at once, then the body one byte every :data:`DRIP_INTERVAL` seconds
+        until the client disconnects), ``"drip-head"`` (the status line and headers dripped too); for a file,
+        ``"flood"`` (the listing and the HEAD answer say :data:`FLOOD_LISTED` bytes, the GET sends
+        :data:`FLOOD_BYTES` with no ``Content-Length``, ending with the connection) and ``"flood-announced"`` (the
+        same with ``Content-Length: FLOOD_BYTES``)."""
         self.faults[(repo_id, filename)] = kind
+
+    def answer_model_info(self, repo_id: str, body: bytes) -> None:
+        """Answer the model-info call of ``repo_id`` with ``body`` (status 200, JSON content type)."""
+        self.info_bodies[repo_id] = body
+
+    def model_info(self, repo_id: str, *, blobs: bool = True) -> dict:
+        """The model description the server sends for ``repo_id`` at its main commit."""
+        repo = self.repos[repo_id]
+        siblings = []
+        for name, blob in sorted(repo.files.items()):
+            entry: dict = {"rfilename": name}
+            if blobs:
+                size = FLOOD_LISTED if self.faults.get((repo_id, name), "").startswith("flood") else blob.size
+                entry.update(size=size, blobId=blob.git_sha)
+                if repo.is_lfs(name):
+                    entry["lfs"] = {"sha256": blob.sha256, "size": size, "pointerSize": 134}
+            siblings.append(entry)
+        return {
+            "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24], "id": repo_id, "modelId": repo_id,
+            "author": repo_id.split("/")[0], "sha": repo.commit, "lastModified": "2024-09-25T14:32:11.000Z",
+            "private": repo.token is not None, "gated": "manual" if repo.gated else False, "disabled": False,
+            "downloads": 0, "likes": 0, "library_name": "transformers", "tags": ["transformers"],
+            "siblings": siblings,
+        }
 
     def bytes_served(self, repo_id: str) -> dict[str, int]:
         with self.lock:
@@ -146,10 +185,20 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        """Stop serving, and end the keep-alive connections clients still hold: a later server that gets the same
+        port must not find them answered by this one."""
+        self.stopping.set()
         for server in self._servers:
             server.shutdown()
             server.server_close()
         self._servers.clear()
+        with self.lock:
+            connections = list(self.connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def record(self, request: Request) -> None:
         with self.lock:
@@ -167,6 +216,16 @@ def _handler(hub: FakeHub, role: str):
 
         def log_message(self, *args) -> None:  # keep test output clean
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            with hub.lock:
+                hub.connections.add(self.connection)
+
+        def finish(self) -> None:
+            with hub.lock:
+                hub.connections.discard(self.connection)
+            super().finish()
 
         def do_HEAD(self) -> None:
             self._dispatch(head=True)
@@ -227,7 +286,8 @@ def _handler(hub: FakeHub, role: str):
             if match is None:
                 return self._error(404, "Not found")
             repo_id, revision = unquote(match[1]), unquote(match[2] or "main")
-            if hub.faults.get((repo_id, None)) == "500":
+            fault = hub.faults.get((repo_id, None))
+            if fault == "500":
                 return self._error(500, "Internal Error")
             repo = self._repo(repo_id)
             if repo is None:
@@ -236,22 +296,13 @@ def _handler(hub: FakeHub, role: str):
             if commit is None:
                 return
             blobs = query.get("blobs", ["false"])[0].lower() == "true"
-            siblings = []
-            for name, blob in sorted(repo.files.items()):
-                entry: dict = {"rfilename": name}
-                if blobs:
-                    entry.update(size=blob.size, blobId=blob.git_sha)
-                    if repo.is_lfs(name):
-                        entry["lfs"] = {"sha256": blob.sha256, "size": blob.size, "pointerSize": 134}
-                siblings.append(entry)
-            body = json.dumps({
-                "_id": hashlib.md5(repo_id.encode()).hexdigest()[:24], "id": repo_id, "modelId": repo_id,
-                "author": repo_id.split("/")[0], "sha": commit, "lastModified": "2024-09-25T14:32:11.000Z",
-                "private": repo.token is not None, "gated": "manual" if repo.gated else False, "disabled": False,
-                "downloads": 0, "likes": 0, "library_name": "transformers", "tags": ["transformers"],
-                "siblings": siblings,
-            }).encode()
-            self._send(200, {"Content-Type": "application/json", "Content-Length": str(len(body))}, body)
+            body = hub.info_bodies.get(repo_id)
+            if body is None:
+                body = json.dumps({**hub.model_info(repo_id, blobs=blobs), "sha": commit}).encode()
+            headers = {"Content-Type": "application/json", "Content-Length": str(len(body))}
+            if fault in ("drip", "drip-head"):
+                return self._drip(200, headers, body, head=fault == "drip-head")
+            self._send(200, headers, body)
 
         def _tree(self, repo_id: str, revision: str) -> None:
             """``GET /api/models/{repo}/tree/{rev}``: the file listing ``snapshot_download`` reads (one page)."""
@@ -285,6 +336,8 @@ def _handler(hub: FakeHub, role: str):
             if fault == "500":
                 return self._error(500, "Internal Error")
             announced = blob.size + (100 if fault == "length" else 0)
+            if fault in ("flood", "flood-announced"):
+                announced = FLOOD_LISTED
             common = {"X-Repo-Commit": commit, "Accept-Ranges": "bytes"}
             if repo.is_lfs(name):
                 location = f"{hub.cdn_url}/cdn/{blob.sha256}?repo={quote(repo_id, safe='')}&file={quote(name)}"
@@ -315,6 +368,8 @@ def _handler(hub: FakeHub, role: str):
         # --- bodies -------------------------------------------------------------------------------------------
 
         def _body(self, repo_id: str, name: str, blob: Blob, headers: dict, fault: str | None) -> None:
+            if fault in ("flood", "flood-announced"):
+                return self._flood(repo_id, name, headers, announced=fault == "flood-announced")
             start, end = 0, blob.size  # [start, end)
             status = 200
             spec = self.headers.get("Range")
@@ -332,6 +387,9 @@ def _handler(hub: FakeHub, role: str):
                 status = 206
                 headers = {**headers, "Content-Range": f"bytes {start}-{end - 1}/{blob.size}"}
             length = end - start
+            if fault == "drip":
+                return self._drip(status, {**headers, "Content-Length": str(length),
+                                           "Content-Type": "application/octet-stream"}, blob.read(start, end))
             self.status = status
             self.send_response(status)
             for key, value in {**headers, "Content-Length": str(length),
@@ -360,6 +418,48 @@ def _handler(hub: FakeHub, role: str):
                     pass
                 self.close_connection = True
 
+        def _drip(self, status: int, headers: dict, body: bytes, head: bool = False) -> None:
+            """Send the answer one byte every DRIP_INTERVAL seconds (the head at once unless ``head``), until the
+            client disconnects or the server stops; then close the connection."""
+            self.status = status
+            lines = [f"HTTP/1.1 {status} OK", *(f"{key}: {value}" for key, value in headers.items()), "", ""]
+            start = "\r\n".join(lines).encode("latin-1")
+            if not head:
+                self.wfile.write(start)
+                start = b""
+            data = start + body
+            for position in range(len(data)):
+                if hub.stopping.wait(DRIP_INTERVAL):
+                    break
+                try:
+                    self.wfile.write(data[position:position + 1])
+                except OSError:  # the client gave up
+                    break
+            self.close_connection = True
+
+        def _flood(self, repo_id: str, name: str, headers: dict, *, announced: bool) -> None:
+            """Send FLOOD_BYTES, far more than the listing said, until the client stops reading."""
+            self.status = 200
+            self.send_response(200)
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.send_header("Content-Type", "application/octet-stream")
+            if announced:
+                self.send_header("Content-Length", str(FLOOD_BYTES))
+            else:
+                self.send_header("Connection", "close")  # the body ends with the connection
+            self.end_headers()
+            chunk = b"a" * CHUNK
+            sent = 0
+            while sent < FLOOD_BYTES and not hub.stopping.is_set():
+                try:
+                    self.wfile.write(chunk)
+                except OSError:  # the client stopped reading and closed the connection
+                    break
+                hub.count(repo_id, name, len(chunk))
+                sent += len(chunk)
+            self.close_connection = True
+
         def _send(self, status: int, headers: dict, body: bytes, head: bool = False) -> None:
             self.status = status
             self.send_response(status)
@@ -383,6 +483,28 @@ def _handler(hub: FakeHub, role: str):
     return Handler
 
 
+# --- pointing huggingface_hub at the server, in this process ------------------------------------------------------
+
+
+def use_hub(monkeypatch, endpoint: str, home: Path, *, offline: bool = False) -> None:
+    """Point huggingface_hub at ``endpoint`` with its cache in ``home``. huggingface_hub reads HF_ENDPOINT, HF_HOME
+    and HF_HUB_OFFLINE when it is imported, so its constants are set too."""
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_ENDPOINT", endpoint)
+    monkeypatch.setenv("HF_HOME", str(home))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1" if offline else "0")
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
+    monkeypatch.setattr(constants, "HF_HOME", str(home))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
+    monkeypatch.setattr(constants, "HF_ASSETS_CACHE", str(home / "assets"))
+    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
+
+
 # --- measuring what a command transfers -----------------------------------------------------------------------------
 
 
@@ -398,7 +520,7 @@ class Transfer:
 
 
 def run_cli(hub: FakeHub, home: Path, argv: list[str], *, offline: bool = False, label: str = "",
-            extra_env: dict[str, str] | None = None) -> Transfer:
+            extra_env: dict[str, str] | None = None, timeout: float = 600) -> Transfer:
     """Run ``python -m vocabcheck ARGV`` in a fresh process configured only by the environment variables a user sets
     (HF_ENDPOINT, HF_HOME, HF_HUB_OFFLINE), and record what the hub served meanwhile."""
     import os
@@ -410,7 +532,7 @@ def run_cli(hub: FakeHub, home: Path, argv: list[str], *, offline: bool = False,
                 **(extra_env or {})})
     hub.reset_counts()
     done = subprocess.run([sys.executable, "-m", "vocabcheck", *argv], env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=timeout)
     with hub.lock:
         served = dict(hub.served)
         requests = len(hub.requests)

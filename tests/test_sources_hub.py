@@ -11,10 +11,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import FakeHub, run_cli
+from hub_server import FakeHub, run_cli, use_hub
 
 from vocabcheck.cli import main
 from vocabcheck.errors import RemoteError, SourceNotFound, UnsupportedModel
+from vocabcheck.render.progress import TerminalProgress, show_progress
 from vocabcheck.sources import hub as hub_source
 from vocabcheck.sources import open_model
 from vocabcheck.sources.checkpoint import find_checkpoint
@@ -63,25 +64,6 @@ def server(qwen_pair, mistral_json, tmp_path_factory):
     })
     yield hub
     hub.stop()
-
-
-def use_hub(monkeypatch, endpoint: str, home: Path, *, offline: bool = False) -> None:
-    """Point huggingface_hub at ``endpoint`` with its cache in ``home``. huggingface_hub reads HF_ENDPOINT, HF_HOME
-    and HF_HUB_OFFLINE when it is imported, so its constants are set too."""
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_ENDPOINT", endpoint)
-    monkeypatch.setenv("HF_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1" if offline else "0")
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    monkeypatch.setattr(constants, "ENDPOINT", endpoint)
-    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", endpoint + "/{repo_id}/resolve/{revision}/{filename}")
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", offline)
-    monkeypatch.setattr(constants, "HF_HOME", str(home))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setattr(constants, "HF_ASSETS_CACHE", str(home / "assets"))
-    monkeypatch.setattr(constants, "HF_TOKEN_PATH", str(home / "token"))
 
 
 @pytest.fixture
@@ -304,16 +286,18 @@ def test_progress_is_drawn_on_a_terminal_and_never_when_turned_off(hub, monkeypa
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    with hub_source.show_progress(False):
+    with show_progress(False):
         open_model(DRAFT, read_checkpoint=False)
     assert terminal.getvalue() == ""
 
     monkeypatch.setenv("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    hub_source.download_weights(TARGET)  # progress off by the variable users know from huggingface_hub
+    with show_progress():  # what the CLI registers: on a terminal, unless turned off
+        hub_source.download_weights(TARGET)  # progress off by the variable users know from huggingface_hub
     assert terminal.getvalue() == ""
 
     monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS")
-    hub_source.download_weights(DRAFT)
+    with show_progress():
+        hub_source.download_weights(DRAFT)
     drawn = terminal.getvalue()
     assert f"{DRAFT} model.safetensors" in drawn and "MB" in drawn
 
@@ -332,7 +316,7 @@ def test_progress_bars_take_what_huggingface_hub_drives_them_with():
         total_bytes_completion_rate = total_transfer_bytes_completion_rate = 2e6
 
     with Progress(console=Console(file=io.StringIO(), force_terminal=True)) as progress:
-        factory = hub_source._bar_factory(progress, f"{DRAFT} model.safetensors")
+        factory = hub_source._bar_factory(TerminalProgress(progress=progress), f"{DRAFT} model.safetensors")
         with XetDownloadProgressReporter(reconstruction_desc="model.safetensors", total=1000,
                                          log_level=logging.WARNING, tqdm_class=factory) as reporter:
             reporter.update_progress(Report())
@@ -340,7 +324,8 @@ def test_progress_bars_take_what_huggingface_hub_drives_them_with():
             assert (task.description, task.completed, task.total) == (f"{DRAFT} model.safetensors", 600, 1000)
         assert progress.tasks == []
 
-        bar = hub_source._bar_factory(progress, "plain http")(total=100, initial=0, desc="x", unit="B")
+        bar = hub_source._bar_factory(TerminalProgress(progress=progress), "plain http")(total=100, initial=0,
+                                                                                         desc="x", unit="B")
         with bar:  # huggingface_hub's http_get: updates, and a rewind when a server ignores a resume range
             bar.update(70)
             bar.update(-70)

@@ -7,7 +7,6 @@ where to report it; 130 interrupted. ``--debug`` (or VOCABCHECK_DEBUG=1) adds th
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import traceback
@@ -61,13 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     from . import commands  # noqa: F401  (registers the commands)
 
     command = typer.main.get_command(app)
-    quiet = contextlib.nullcontext()
-    if "--json" in argv:  # machine-readable output: no download progress on the terminal either
-        from ..sources.hub import show_progress
+    from ..render.progress import show_progress
 
-        quiet = show_progress(False)
+    # download progress is drawn on a terminal, never with machine-readable output (--json)
+    progress = show_progress(False if "--json" in argv else None)
     try:
-        with quiet:
+        with progress:
             result = command.main(args=argv, prog_name="vocabcheck", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except typer.Exit as exc:

@@ -1,7 +1,8 @@
 """Tensor shapes from a local checkpoint, read from headers only: no weight is loaded.
 
 safetensors headers are read after a bounds check of the 8-byte header length against the file size and a cap, and
-every tensor entry is validated (shape, dtype, offsets inside the data section and as long as the shape needs);
+every tensor entry is validated (shape, dtype, offsets inside the data section, as long as the shape needs and
+overlapping no other tensor) by :func:`parse_safetensors_header`, which also checks the headers read from the hub;
 sharded checkpoints through their index, whose file names must stay inside the model directory. PyTorch ``.bin``
 checkpoints are read only with ``torch.load(weights_only=True, mmap=True)``: tensors are memory-mapped, never
 unpickled as arbitrary objects.
@@ -9,6 +10,7 @@ unpickled as arbitrary objects.
 
 from __future__ import annotations
 
+import itertools
 import stat
 import struct
 from dataclasses import dataclass
@@ -86,20 +88,18 @@ def _read_safetensors_files(files: tuple[Path, ...]) -> dict[str, TensorShape]:
     return tensors
 
 
-# bits per element of the dtypes the safetensors format defines
+# bits per element of the dtypes the safetensors format defines (the safetensors library's Dtype enum)
 SAFETENSORS_DTYPE_BITS = {
-    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "I16": 16, "U16": 16, "F16": 16,
-    "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64, "U64": 64, "F4": 4, "F6_E2M3": 6,
-    "F6_E3M2": 6,
+    "BOOL": 8, "U8": 8, "I8": 8, "F8_E5M2": 8, "F8_E4M3": 8, "F8_E8M0": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16, "I32": 32, "U32": 32, "F32": 32, "C64": 64, "F64": 64, "I64": 64,
+    "U64": 64, "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
 }
 
 
 def safetensors_shapes(path: Path) -> dict[str, TensorShape]:
-    """Shapes and dtypes of every tensor in one safetensors file, from its header.
+    """Shapes and dtypes of every tensor in one safetensors file, from its header (:func:`parse_safetensors_header`).
 
-    The 8-byte header length is checked against the file size and a cap before the header is read; every tensor's
-    offsets must lie inside the data section and hold exactly its shape times its dtype's width, as the safetensors
-    library requires, so a header cannot claim rows its file does not have.
+    The 8-byte header length is checked against the file size and a cap before the header is read.
     """
     try:
         status = path.stat()
@@ -107,46 +107,100 @@ def safetensors_shapes(path: Path) -> dict[str, TensorShape]:
             raise InputError("not a regular file", path)
         size = status.st_size
         with open(path, "rb") as handle:
-            head = handle.read(8)
-            if len(head) < 8:
-                raise InputError("not a safetensors file: shorter than its 8-byte header length", path)
-            (header_len,) = struct.unpack("<Q", head)
-            if header_len > size - 8:
-                raise InputError(f"safetensors header claims {header_len:,} bytes but the file has {size:,}", path)
-            if header_len > MAX_SAFETENSORS_HEADER_BYTES:
-                raise InputError(f"safetensors header of {header_len:,} bytes is over the "
-                                 f"{MAX_SAFETENSORS_HEADER_BYTES:,}-byte limit", path)
+            header_len = safetensors_header_length(handle.read(8), size, path)
             body = handle.read(header_len)
     except OSError as exc:
         raise InputError(f"cannot read safetensors file: {exc.strerror or exc}", path) from exc
     if len(body) < header_len:
         raise InputError(f"safetensors header claims {header_len:,} bytes but the file has {size:,}", path)
-    header = parse_json(body, path, "safetensors header")
-    if not isinstance(header, dict):
-        raise InputError(f"safetensors header must hold a JSON object, found {type(header).__name__}", path)
-    data_bytes = size - 8 - header_len
+    return parse_safetensors_header(body, size, path.name, path)
+
+
+def safetensors_header_length(head: bytes, file_size: int | None, where: str | Path) -> int:
+    """The header length from the first 8 bytes of a safetensors file, checked against the file's size (when it is
+    known) and :data:`MAX_SAFETENSORS_HEADER_BYTES`, before anything is read for it."""
+    if len(head) < 8:
+        raise InputError("not a safetensors file: shorter than its 8-byte header length", where)
+    (header_len,) = struct.unpack("<Q", head[:8])
+    if file_size is not None and header_len > file_size - 8:
+        raise InputError(f"safetensors header claims {header_len:,} bytes but the file has {file_size:,}", where)
+    if header_len > MAX_SAFETENSORS_HEADER_BYTES:
+        raise InputError(f"safetensors header of {header_len:,} bytes is over the "
+                         f"{MAX_SAFETENSORS_HEADER_BYTES:,}-byte limit", where)
+    return header_len
+
+
+def parse_safetensors_header(header: bytes, file_size: int | None, file: str,
+                             where: str | Path) -> dict[str, TensorShape]:
+    """Tensor name -> shape from the JSON header of a safetensors file whose size is ``file_size`` (``None``: not
+    known), named ``file``; every refusal is an :class:`InputError` naming ``where``.
+
+    The one parser for local files and for headers read from the hub by range request. The safetensors library
+    validates a header only together with the whole file (``safe_open`` maps it, ``deserialize`` takes all of its
+    bytes), so what it checks is checked here, from the header and the file size alone: a JSON object; a
+    ``__metadata__`` of strings; for every tensor a known dtype, a shape of non-negative integers and two integer
+    ``data_offsets`` in order, inside the data section, holding exactly shape x dtype width bytes, overlapping no
+    other tensor. A header therefore cannot claim rows its file does not have.
+    """
+    value = parse_json(header, where, "safetensors header")
+    if not isinstance(value, dict):
+        raise InputError(f"safetensors header must hold a JSON object, found {type(value).__name__}", where)
+    data_bytes = None if file_size is None else file_size - 8 - len(header)
+    _check_metadata(value.get("__metadata__"), where)
     shapes: dict[str, TensorShape] = {}
-    for name, info in header.items():
+    spans: list[tuple[int, int, str]] = []
+    for name, info in value.items():
         if name == "__metadata__":
             continue
-        if not isinstance(info, dict):
-            raise InputError(f"safetensors header entry {_short(name)} is not an object", path)
-        shape, dtype, offsets = info.get("shape"), info.get("dtype"), info.get("data_offsets")
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise InputError(f"safetensors header gives tensor {_short(name)} an invalid shape {_short(shape)}", path)
-        if not isinstance(dtype, str):
-            raise InputError(f"safetensors header gives tensor {_short(name)} an invalid dtype", path)
-        if dtype not in SAFETENSORS_DTYPE_BITS:
-            raise InputError(f"safetensors header gives tensor {_short(name)} the unknown dtype {_short(dtype)}", path)
-        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
-                or not 0 <= offsets[0] <= offsets[1] <= data_bytes):
-            raise InputError(f"safetensors header places tensor {_short(name)} at bytes {_short(offsets)}, outside "
-                             f"the file's {data_bytes:,} data bytes", path)
-        if _nbytes(shape, SAFETENSORS_DTYPE_BITS[dtype]) != offsets[1] - offsets[0]:
-            raise InputError(f"safetensors header gives tensor {_short(name)} the shape {_short(shape)} of {dtype}, "
-                             f"which does not fit its {offsets[1] - offsets[0]:,} bytes", path)
-        shapes[name] = TensorShape(name=name, shape=tuple(shape), dtype=dtype, file=path.name)
+        dtype, shape, (begin, end) = _tensor_entry(name, info, data_bytes, where)
+        if end > begin:
+            spans.append((begin, end, name))
+        shapes[name] = TensorShape(name=name, shape=tuple(shape), dtype=dtype, file=file)
+    _check_overlaps(spans, where)
     return shapes
+
+
+def _check_metadata(metadata: object, where: str | Path) -> None:
+    if metadata is None:
+        return
+    if not isinstance(metadata, dict):
+        raise InputError("safetensors header '__metadata__' must map names to strings, found "
+                         f"{type(metadata).__name__}", where)
+    for key, value in metadata.items():
+        if not isinstance(value, str):
+            raise InputError(f"safetensors header '__metadata__' must map names to strings, not {_short(key)} to "
+                             f"{type(value).__name__}", where)
+
+
+def _tensor_entry(name: str, info: object, data_bytes: int | None,
+                  where: str | Path) -> tuple[str, list[int], tuple[int, int]]:
+    """The dtype, shape and offsets of one tensor entry, each checked."""
+    if not isinstance(info, dict):
+        raise InputError(f"safetensors header entry {_short(name)} is not an object", where)
+    shape, dtype, offsets = info.get("shape"), info.get("dtype"), info.get("data_offsets")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise InputError(f"safetensors header gives tensor {_short(name)} an invalid shape {_short(shape)}", where)
+    if not isinstance(dtype, str):
+        raise InputError(f"safetensors header gives tensor {_short(name)} an invalid dtype", where)
+    if dtype not in SAFETENSORS_DTYPE_BITS:
+        raise InputError(f"safetensors header gives tensor {_short(name)} the unknown dtype {_short(dtype)}", where)
+    limit = "" if data_bytes is None else f"the file's {data_bytes:,} data bytes"
+    if (not isinstance(offsets, list) or len(offsets) != 2 or not all(type(o) is int for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1] or (data_bytes is not None and offsets[1] > data_bytes)):
+        raise InputError(f"safetensors header places tensor {_short(name)} at bytes {_short(offsets)}, outside "
+                         f"{limit or 'the file'}", where)
+    if _nbytes(shape, SAFETENSORS_DTYPE_BITS[dtype]) != offsets[1] - offsets[0]:
+        raise InputError(f"safetensors header gives tensor {_short(name)} the shape {_short(shape)} of {dtype}, "
+                         f"which does not fit its {offsets[1] - offsets[0]:,} bytes", where)
+    return dtype, shape, (offsets[0], offsets[1])
+
+
+def _check_overlaps(spans: list[tuple[int, int, str]], where: str | Path) -> None:
+    spans.sort()
+    for (_, end, first), (begin, _, second) in itertools.pairwise(spans):
+        if begin < end:
+            raise InputError(f"safetensors header places tensors {_short(first)} and {_short(second)} on the same "
+                             "bytes", where)
 
 
 def _nbytes(shape: list[int], bits: int) -> int | None:
