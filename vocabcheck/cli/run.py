@@ -31,7 +31,9 @@ def run(
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
     dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
     allow_incompatible: bool = typer.Option(False, "--allow-incompatible",
-                                            help="Run an incompatible pair anyway (still lossless)."),
+                                            help="Run an incompatible pair anyway, with raw ids (still lossless)."),
+    translate: bool = typer.Option(False, "--translate", help="Run a pair whose tokenizers differ through the tokens "
+                                                              "they share (lossless, greedy and sampled)."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.run/1)."),
 ) -> None:
     """Generate with speculative decoding; prints the text, then acceptance and time per output token."""
@@ -56,7 +58,8 @@ def run(
     out = terminal.console()
     err = terminal.console(stderr=True)
     session = start_session(RunRequest(target=target, draft=draft if method == "draft" else None, methods=(method,),
-                                       device=device, dtype=dtype, allow_incompatible=allow_incompatible),
+                                       device=device, dtype=dtype, allow_incompatible=allow_incompatible,
+                                       translate=translate),
                             on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c))
     stream = (not json_out and len(prompts) == 1 and sys.stdout.isatty())
     printer = terminal.StreamPrinter(out, session.target_profile) if stream else None

@@ -29,6 +29,7 @@ from .plain import generate_plain
 from .proposers import DraftProposer, NgramProposer, Proposals
 from .sampling import draw, warp
 from .state import KVState
+from .translate import TranslatingProposer, Translator
 from .verify import accept, emitted_tokens, verify
 
 OnTokens = Callable[[int, list[int]], None]
@@ -86,22 +87,23 @@ class Batch:
 
 
 def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = DecodeOptions(), *, draft=None,
-             alignment: Alignment | None = None, eos_ids: Sequence[int] = (),
+             alignment: Alignment | None = None, translator: Translator | None = None, eos_ids: Sequence[int] = (),
              on_tokens: OnTokens | None = None) -> Generation:
     """Generate up to ``options.max_new_tokens`` tokens after each prompt (lists of target token ids).
 
-    The draft method needs ``draft`` and the pair's ``alignment``. ``on_tokens(row, ids)`` is called with each row's
+    The draft method needs ``draft`` and either the pair's ``alignment`` (one tokenizer, rows padded or cut) or a
+    ``translator`` (two tokenizers, through their shared tokens). ``on_tokens(row, ids)`` is called with each row's
     newly accepted tokens as they are accepted. Ctrl-C stops the call where it is: the result holds what was
     accepted so far, with ``interrupted`` set.
     """
-    if options.method == "draft" and (draft is None or alignment is None):
-        raise ValueError("the draft method needs a draft model and the pair's alignment")
+    if options.method == "draft" and (draft is None or (alignment is None) == (translator is None)):
+        raise ValueError("the draft method needs a draft model and either the pair's alignment or a translator")
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     if not options.speculative and rollback_problem(target.config, type(target)) is not None:
         return generate_plain(target, prompts, options, eos_ids, on_tokens)
-    batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, eos_ids=eos_ids,
-                        on_tokens=on_tokens)
+    batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, translator=translator,
+                        eos_ids=eos_ids, on_tokens=on_tokens)
     interrupted = False
     try:
         with torch.inference_mode():
@@ -115,16 +117,20 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
     return Generation(sequences=sequences, metrics=batch.metrics, interrupted=interrupted)
 
 
-def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, eos_ids, on_tokens) -> Batch:
+def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, translator, eos_ids,
+                on_tokens) -> Batch:
     device = next(target.parameters()).device
     timed = options.time_phases if options.time_phases is not None else device.type != "cuda"
     size = len(prompts)
-    proposer = None
-    if options.method == "draft":
-        proposer = DraftProposer(draft, PaddedMapping(alignment, draft, device), size, device)
-    metrics = Metrics(method=options.method, k=options.proposals, batch_size=size)
     rows = [Row(tuple(p), RowMetrics()) for p in prompts]
-    metrics.rows = [row.metrics for row in rows]
+    metrics = Metrics(method=options.method, k=options.proposals, batch_size=size, rows=[r.metrics for r in rows],
+                      translated=options.method == "draft" and translator is not None)
+    proposer = None
+    if options.method == "draft" and translator is not None:
+        proposer = TranslatingProposer(draft, translator, metrics.rows,
+                                       target.get_output_embeddings().weight.shape[0], device)
+    elif options.method == "draft":
+        proposer = DraftProposer(draft, PaddedMapping(alignment, draft, device), size, device)
     return Batch(options=options, target=KVState(target, size, device), proposer=proposer, rows=rows,
                  live=list(range(size)), last=torch.zeros(size, dtype=torch.long, device=device),
                  generator=torch.Generator(device=device).manual_seed(options.seed), metrics=metrics,

@@ -26,6 +26,8 @@ class RowMetrics:
     accepted_at: list[int] = field(default_factory=list)
     first_at: float = 0.0  # seconds since the call started: the first token, and the latest emitted token
     last_at: float = 0.0
+    outside_shared: int = 0  # translated drafts: emitted target tokens no shared token stands for
+    reencodings: int = 0  # translated drafts: target text re-encoded with the draft's tokenizer
 
     def record_first(self, at: float) -> None:
         self.first_tokens, self.generated, self.first_at, self.last_at = 1, 1, at, at
@@ -65,6 +67,7 @@ class Metrics:
     k: int
     batch_size: int
     rows: list[RowMetrics] = field(default_factory=list)
+    translated: bool = False
     verify_passes: int = 0  # target forwards after prefill (one per step, whatever the batch)
     draft_passes: int = 0  # draft forwards after prefill
     prefill_s: float = 0.0
@@ -103,6 +106,23 @@ class Metrics:
             for j, count in enumerate(getattr(row, name)):
                 totals[j] += count
         return totals
+
+    @property
+    def outside_shared(self) -> int:
+        return self._sum("outside_shared")
+
+    @property
+    def reencodings(self) -> int:
+        return self._sum("reencodings")
+
+    @property
+    def outside_shared_share(self) -> float:
+        """The share of generated tokens that a translated draft could not have proposed."""
+        return self.outside_shared / self.generated if self.generated else 0.0
+
+    @property
+    def reencodings_per_100(self) -> float:
+        return 100.0 * self.reencodings / self.generated if self.generated else 0.0
 
     @property
     def drafted_at(self) -> list[int]:
@@ -146,6 +166,7 @@ class Metrics:
         """The metrics of two runs one after the other (batches of one `run`)."""
         return Metrics(
             method=self.method, k=self.k, batch_size=max(self.batch_size, other.batch_size),
+            translated=self.translated or other.translated,
             rows=self.rows + other.rows, verify_passes=self.verify_passes + other.verify_passes,
             draft_passes=self.draft_passes + other.draft_passes, prefill_s=self.prefill_s + other.prefill_s,
             draft_s=self.draft_s + other.draft_s, target_s=self.target_s + other.target_s,

@@ -16,6 +16,7 @@ from .loading import Prompt, check_rollback, encode_prompts, load_model
 from .metrics import Metrics
 from .options import METHODS, DecodeOptions
 from .result import Generation
+from .translate import Translator
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class RunRequest:
     device: str = "auto"
     dtype: str = "auto"
     allow_incompatible: bool = False
+    translate: bool = False  # a pair whose tokenizers differ runs through its shared tokens
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,7 @@ class Session:
     target_model: object
     draft_model: object | None
     eos_ids: tuple[int, ...] = field(default=())
+    translator: Translator | None = None  # set where the draft runs translated (its tokenizer differs)
 
     def encode(self, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
         return encode_prompts(self.target_profile, prompts, chat)
@@ -67,8 +70,10 @@ class Session:
         if options.method not in self.request.methods:
             raise ValueError(f"this session was started for {', '.join(self.request.methods)}, not {options.method}")
         use_draft = options.method == "draft"
+        translated = use_draft and self.translator is not None
         return generate(self.target_model, prompt_ids, options, draft=self.draft_model if use_draft else None,
-                        alignment=self.comparison.alignment if use_draft else None, eos_ids=self.eos_ids,
+                        alignment=self.comparison.alignment if use_draft and not translated else None,
+                        translator=self.translator if translated else None, eos_ids=self.eos_ids,
                         on_tokens=on_tokens)
 
     def generate(self, prompts: Sequence[Prompt], options: DecodeOptions, *, chat: bool = False,
@@ -106,15 +111,19 @@ class Session:
 def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None) -> Session:
     """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models."""
     target_profile = build_profile(open_model(request.target))
-    draft_profile = comparison = None
+    draft_profile = comparison = translator = None
     if request.draft is not None:
         draft_profile = build_profile(open_model(request.draft))
         comparison = judge(target_profile, draft_profile)
-        if comparison.verdict is Verdict.INCOMPATIBLE and not request.allow_incompatible:
+        translator = _translator(request, comparison, on_refusal)
+        if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
             if on_refusal is not None:
                 on_refusal(comparison)
             top = "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2))
-            raise RefusedPair(f"refused: the pair is incompatible ({top}); --allow-incompatible runs it anyway")
+            hint = "--translate runs it through their shared tokens, " if comparison.translation is not None \
+                and comparison.translation.translatable else ""
+            raise RefusedPair(f"refused: the pair is incompatible ({top}); {hint}--allow-incompatible runs it with "
+                              "raw ids anyway")
     if any(method != "none" for method in request.methods):
         for profile in (target_profile, draft_profile):
             if profile is not None:
@@ -127,4 +136,18 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
                                            and target_profile.specials.eos.id is not None else ())
     return Session(request=request, target_profile=target_profile, draft_profile=draft_profile,
                    comparison=comparison, device=device, dtype=dtype, target_model=target_model,
-                   draft_model=draft_model, eos_ids=tuple(eos))
+                   draft_model=draft_model, eos_ids=tuple(eos), translator=translator)
+
+
+def _translator(request: RunRequest, comparison: Comparison, on_refusal) -> Translator | None:
+    """The translated draft where ``--translate`` asks for it and the tokenizers differ (an equivalent tokenizer
+    needs no translation: the alignment is exact); a pair without shared tokens is refused."""
+    translation = comparison.translation
+    if not request.translate or translation is None:
+        return None
+    if not translation.translatable or not translation.shared_tokens:
+        if on_refusal is not None:
+            on_refusal(comparison)
+        raise RefusedPair(f"refused: --translate cannot run this pair: "
+                          f"{translation.reason or 'the tokenizers share no tokens'}")
+    return Translator(translation, comparison.draft.source.tokenizer, comparison.target.tokenizer.tokens)

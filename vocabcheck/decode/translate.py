@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .device import host_to_device
+from .metrics import RowMetrics
 from .proposers import DraftProposer, Proposals
 
 
@@ -56,10 +57,13 @@ class TranslatedMapping:
         return self.target_ids[draft_logits[..., self.draft_ids].argmax(dim=-1)]
 
 
-class Retokenizer:
-    """Target tokens as draft tokens, for one pair (shared by the rows)."""
+class Translator:
+    """Target tokens as draft tokens, for one pair (shared by the rows): the pair's
+    :class:`vocabcheck.translation.Translation`, the draft's own tokenizer, and the target's token strings (for added
+    tokens the draft has no counterpart of)."""
 
     def __init__(self, translation, draft_tokenizer, target_tokens: Sequence[str | None]):
+        self.translation = translation
         self.direct = dict(zip(*translation.pairs))
         self.target_table = translation.intersection.target.table
         self.target_tokens = target_tokens
@@ -109,12 +113,13 @@ class Retokenizer:
 
 @dataclass
 class RowContext:
-    """One row's draft context: which target bytes still wait to be fed, and the draft ids fed last."""
+    """One row's draft context: which target bytes still wait to be fed, and the draft id fed last. It counts, in the
+    row's metrics, the target tokens no shared token stands for and the re-encodings."""
 
-    retokenizer: Retokenizer
+    translator: Translator
+    metrics: RowMetrics
     decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
     waiting: bool = False  # bytes of an incomplete UTF-8 sequence are buffered in the decoder
-    reencodings: int = 0
     last_fed: int = 0
 
     def feed(self, target_ids: Sequence[int]) -> list[int]:
@@ -122,11 +127,13 @@ class RowContext:
         out: list[int] = []
         text = []
         for target_id in target_ids:
-            direct = self.retokenizer.direct.get(target_id)
+            direct = self.translator.direct.get(target_id)
+            if direct is None:
+                self.metrics.outside_shared += 1
             if direct is not None and not self.waiting and not text:
                 out.append(direct)
                 continue
-            piece = self.decoder.decode(self.retokenizer.token_bytes(target_id))
+            piece = self.decoder.decode(self.translator.token_bytes(target_id))
             text.append(piece)
             self.waiting = bool(self.decoder.getstate()[0])
             if not self.waiting and text:
@@ -139,24 +146,24 @@ class RowContext:
         return out
 
     def _reencode(self, text: str) -> list[int]:
-        self.reencodings += 1
-        return self.retokenizer.encode(text)
+        self.metrics.reencodings += 1
+        return self.translator.encode(text)
 
 
 class TranslatingProposer(DraftProposer):
     """A draft model with its own tokenizer: contexts per row in draft ids, proposals as shared target ids."""
 
-    def __init__(self, draft, mapping: TranslatedMapping, retokenizer: Retokenizer, batch: int,
+    def __init__(self, draft, translator: Translator, metrics: Sequence[RowMetrics], target_rows: int,
                  device: torch.device):
-        super().__init__(draft, mapping, batch, device)
-        self.retokenizer = retokenizer
-        self.rows = [RowContext(retokenizer) for _ in range(batch)]
+        super().__init__(draft, TranslatedMapping(translator.translation, target_rows, device), len(metrics), device)
+        self.translator = translator
+        self.rows = [RowContext(translator, row) for row in metrics]
         self.device = device
 
     def prefill(self, prompts: Sequence[Sequence[int]], ids: torch.Tensor, real: torch.Tensor | None,
                 first: torch.Tensor, first_host: list[int]) -> None:
         """Each prompt in the draft's own tokenization, then the target's first token is owed."""
-        encoded = [prompt_ids(self.retokenizer, prompt) for prompt in prompts]
+        encoded = [prompt_ids(self.translator, prompt) for prompt in prompts]
         for context, ids_ in zip(self.rows, encoded):
             context.last_fed = ids_[-1]
         tokens, real_ = self._chunk(encoded)
@@ -173,7 +180,7 @@ class TranslatingProposer(DraftProposer):
         for context, tokens, n in zip(self.rows, emitted, count_host):
             seen = min(n, width - 1) if width else 0  # accepted proposals the draft already consumed
             if seen:
-                context.last_fed = self.retokenizer.direct[tokens[seen - 1]]
+                context.last_fed = self.translator.direct[tokens[seen - 1]]
             rejected.append(max(0, width - 1 - n))
             pending.append(context.feed(tokens[seen:]))
         self._set_pending(pending, rejected)
@@ -202,20 +209,20 @@ class TranslatingProposer(DraftProposer):
         self.rows = [self.rows[i] for i in live]
 
 
-def prompt_ids(retokenizer: Retokenizer, prompt: Sequence[int]) -> list[int]:
+def prompt_ids(translator: Translator, prompt: Sequence[int]) -> list[int]:
     """A prompt in the draft's tokenization: its text through the draft's tokenizer in one piece between special
     tokens, which map by role or content (or, where the draft has no such token, count as their text)."""
     ids: list[int] = []
     segment = bytearray()
     for token in prompt:
-        mapped = retokenizer.direct.get(token)
-        if mapped is not None and retokenizer.is_added(token):
+        mapped = translator.direct.get(token)
+        if mapped is not None and translator.is_added(token):
             if segment:
-                ids += retokenizer.encode(segment.decode("utf-8", "replace"))
+                ids += translator.encode(segment.decode("utf-8", "replace"))
                 segment.clear()
             ids.append(mapped)
         else:
-            segment += retokenizer.token_bytes(token)
+            segment += translator.token_bytes(token)
     if segment:
-        ids += retokenizer.encode(segment.decode("utf-8", "replace"))
-    return ids or [next(iter(retokenizer.direct.values()))]
+        ids += translator.encode(segment.decode("utf-8", "replace"))
+    return ids or [next(iter(translator.direct.values()))]

@@ -164,6 +164,9 @@ def metrics_document(m) -> dict[str, Any]:
         "rows": [{"generated_tokens": r.generated, "first_tokens": r.first_tokens, "verifications": r.steps,
                   "drafted_tokens": r.drafted, "accepted_tokens": r.accepted,
                   "tpot_ms": None if r.tpot_s != r.tpot_s else r.tpot_s * 1000.0} for r in m.rows],
+        "translation": {"outside_shared_tokens": m.outside_shared, "outside_shared_share": m.outside_shared_share,
+                        "reencodings": m.reencodings, "reencodings_per_100_tokens": m.reencodings_per_100}
+        if m.translated else None,
     }
 
 
