@@ -122,6 +122,7 @@ class BenchResult:
     seconds: float
     hf_note: str = ""
     interrupted: bool = False  # Ctrl-C: the rows hold the repeats measured so far
+    translated: bool = False  # the draft ran through the tokens its tokenizer shares with the target's
 
     def row(self, method: str, batch_size: int) -> Row | None:
         return next((r for r in self.rows + self.hf_rows if r.method == method and r.batch_size == batch_size), None)

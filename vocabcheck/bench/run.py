@@ -98,7 +98,7 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
             cell = cells.get((method, batch))
             if cell is None:
                 continue
-            if base is not None and base.outputs:
+            if base is not None and base.outputs and plan.options.sampling.greedy:
                 cell.lossless = all(o == base.outputs[0] for o in cell.outputs)
             rows.append(_row(cell, base, plan.k))
     hf_rows, hf_note = (), ""
@@ -106,7 +106,8 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
         hf_rows, hf_note = measure_hf(session, batches[1][0], plan, cells, say)
     return BenchResult(plan=plan, rows=tuple(rows), hf_rows=tuple(hf_rows), device=str(session.device),
                        dtype=str(session.dtype).removeprefix("torch."), prompts=len(prompts),
-                       seconds=time.perf_counter() - start, hf_note=hf_note, interrupted=interrupted)
+                       seconds=time.perf_counter() - start, hf_note=hf_note, interrupted=interrupted,
+                       translated=session.translator is not None and "draft" in methods)
 
 
 def _row(cell: Cell, base: Cell | None, k: int) -> Row:

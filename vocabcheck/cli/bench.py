@@ -42,13 +42,18 @@ def bench(
     device: str = typer.Option("auto", "--device"),
     dtype: str = typer.Option("auto", "--dtype"),
     allow_incompatible: bool = typer.Option(False, "--allow-incompatible"),
+    translate: bool = typer.Option(False, "--translate", help="Run a draft whose tokenizer differs through the "
+                                                              "tokens both share."),
+    temperature: float = typer.Option(0.0, "--temperature", help="0 is greedy (output checked against plain "
+                                                                 "decoding); above 0 every cell samples."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.bench/1)."),
     report: Path = typer.Option(None, "--report", help="Write bench.md, bench.json and charts to this directory."),
 ) -> None:
     """Time per output token with no speculation, n-gram and draft model, per batch size; greedy output is
     checked against plain decoding in every cell (exit code 1 if it differs)."""
     from ..bench import BenchPlan, default_prompts, run_bench
-    from ..decode import METHODS, DecodeOptions
+    from ..decode import METHODS, DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
     from ..errors import VocabcheckError
@@ -63,12 +68,14 @@ def bench(
         raise VocabcheckError(f"--methods: unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     if "draft" in chosen and not draft:
         raise VocabcheckError("--methods includes draft but no DRAFT model was given")
-    plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=DecodeOptions(k=k, max_new_tokens=max_new_tokens),
-                     warmup=warmup, repeat=repeat, compare_hf=compare_hf)
+    options = DecodeOptions(k=k, max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
+    plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=options, warmup=warmup, repeat=repeat,
+                     compare_hf=compare_hf)
     texts = read_prompt_file(prompts) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
     session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None, methods=chosen,
-                                       device=device, dtype=dtype, allow_incompatible=allow_incompatible),
+                                       device=device, dtype=dtype, allow_incompatible=allow_incompatible,
+                                       translate=translate),
                             on_refusal=lambda c: terminal.print_refusal(err, c))
     ids = session.encode(texts, chat=False)
     quiet = json_out or not sys.stderr.isatty()

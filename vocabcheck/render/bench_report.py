@@ -14,7 +14,8 @@ from ..bench import BENCH_SCHEMA, BenchResult, Row
 
 LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
          "hf-ngram": "transformers, prompt lookup", "hf-draft": "transformers, assisted",
-         "hf-draft-uad": "transformers, assisted (different-tokenizer path)"}
+         "hf-draft-uad": "transformers, assisted (different-tokenizer path)",
+         "hf-draft-tli": "transformers, assisted (token-level intersection)"}
 
 
 def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
@@ -96,7 +97,8 @@ def bench_document(result: BenchResult, *, target: str, draft: str | None, comma
         "dtype": result.dtype,
         "plan": {"batch_sizes": list(plan.batch_sizes), "methods": list(plan.methods), "k": plan.k,
                  "max_new_tokens": plan.max_new_tokens, "warmup": plan.warmup, "repeat": plan.repeat,
-                 "compare_hf": plan.compare_hf},
+                 "compare_hf": plan.compare_hf, "temperature": plan.options.sampling.temperature,
+                 "seed": plan.options.seed, "translated": result.translated},
         "prompts": result.prompts,
         "seconds": result.seconds,
         "lossless": result.lossless,
@@ -107,12 +109,18 @@ def bench_document(result: BenchResult, *, target: str, draft: str | None, comma
     }
 
 
+def _decoding(result: BenchResult) -> str:
+    sampling = result.plan.options.sampling
+    text = "greedy" if sampling.greedy else f"sampled at temperature {sampling.temperature:g}"
+    return text + (", draft translated through the shared tokens" if result.translated else "")
+
+
 def bench_markdown(result: BenchResult, *, target: str, draft: str | None, command: str, machine: str) -> str:
     k = result.plan.k
     methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
     lines = ["# vocabcheck bench", "", f"- target: `{target}`", f"- draft: `{draft}`",
              f"- machine: {machine}", f"- device / dtype: {result.device} / {result.dtype}",
-             f"- {result.prompts} prompts, {result.plan.max_new_tokens} new tokens each, greedy, k = {k}, "
+             f"- {result.prompts} prompts, {result.plan.max_new_tokens} new tokens each, {_decoding(result)}, k = {k}, "
              f"warm-up {result.plan.warmup}, median of {result.plan.repeat} interleaved repeats",
              f"- command: `{command}`", "", "## Time per output token", "",
              "| batch | " + " | ".join(LABEL[m] + (f" (k={k})" if m != "none" else "") for m in methods) + " |",
