@@ -1,4 +1,7 @@
-"""The Typer application and the one place where errors become exit codes.
+"""The Typer application: the one place where commands are registered and where errors become exit codes.
+
+Each command lives in the module named after it (``cli/compare.py`` holds ``compare``...): it parses its options,
+calls one library function and renders the result.
 
 Exit codes: 0 success; 1 an incompatible pair (or a warning under --strict, or a gate expectation not met);
 2 bad input or usage, as one line naming the file and the problem; 3 a bug in vocabcheck, as one line that says
@@ -15,6 +18,7 @@ import traceback
 import typer
 
 from ..errors import ISSUE_TRACKER, VocabcheckError, library_failure
+from . import align, bench, compare, demo, gate, inspect, matrix, run
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import ClickException
@@ -50,6 +54,17 @@ def _root(
     # --debug is read from the command line by main(), which prints tracebacks; nothing to keep here
 
 
+# in the order `vocabcheck --help` lists them
+app.command("demo")(demo.demo)
+app.command("inspect")(inspect.inspect)
+app.command("compare")(compare.compare)
+app.command("run")(run.run)
+app.command("gate")(gate.gate)
+app.command("matrix")(matrix.matrix)
+app.command("align")(align.align)
+app.command("bench")(bench.bench)
+
+
 def _debug(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get("VOCABCHECK_DEBUG", "") not in ("", "0")
 
@@ -58,8 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _escape_undecodable_output()
-    from . import commands  # noqa: F401  (registers the commands)
-
     command = typer.main.get_command(app)
     quiet = contextlib.nullcontext()
     if "--json" in argv:  # machine-readable output: no download progress on the terminal either

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 
-from .app import app
 from .output import emit_json
 
 
@@ -25,7 +24,6 @@ def _csv(value: str, kind, what: str) -> tuple:
     return items
 
 
-@app.command()
 def bench(
     target: str = typer.Argument(..., help="The target model."),
     draft: str = typer.Argument(None, help="The draft model (omit to bench none and ngram only)."),

@@ -10,7 +10,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__, atomic
-from ..bench import BENCH_SCHEMA, BenchResult, Row
+from ..bench import BenchResult, Row
+from .data import BENCH_SCHEMA
 
 LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
          "hf-ngram": "transformers, prompt lookup", "hf-draft": "transformers, assisted",

@@ -1,0 +1,144 @@
+"""The streaming rewrite behind ``vocabcheck align``: copy a safetensors checkpoint shard by shard, giving named
+matrices a new row count, in bounded memory.
+
+Tensors are streamed through ``safetensors.safe_open`` (memory-mapped, read lazily) and ``save_file`` one shard at
+a time. A resized matrix is built in a new buffer from chunks read through short-lived mappings, so its source pages
+do not stay resident. The peak resident memory of the rewrite above the process's baseline is at most
+
+    largest shard + rows added (bytes) + one chunk (``chunk_bytes``, 64 MiB) + MEMORY_SLACK_BYTES (32 MiB)
+
+whatever the size of the model (``tests/test_align.py`` measures it; ``reports/align.md`` has the figures).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import atomic
+from .errors import InputError, UnsupportedModel
+
+if TYPE_CHECKING:
+    from .aligner import AlignPlan
+
+CHUNK_BYTES = 64 * 1024 * 1024
+MEMORY_SLACK_BYTES = 32 * 1024 * 1024
+
+
+def itemsize(dtype: str) -> int:
+    """Bytes per value of a safetensors dtype ("F32", "BF16", "I8"...)."""
+    digits = "".join(c for c in dtype if c.isdigit())
+    if dtype.upper() in ("BOOL", "U8", "I8", "F8_E4M3", "F8_E5M2"):
+        return 1
+    return max(1, int(digits) // 8) if digits else 4
+
+
+@dataclass(frozen=True)
+class ShardReport:
+    file: str
+    tensors: int
+    bytes: int  # tensor data bytes written
+    parameters: int
+    resized: tuple[str, ...]
+
+
+def rewrite_checkpoint(draft_dir: Path, shards: tuple[str, ...], index: str | None, out_dir: Path,
+                       rows: Mapping[str, int], *, chunk_bytes: int = CHUNK_BYTES) -> list[ShardReport]:
+    """Rewrite every shard (same file names) and, when there is one, the shard index."""
+    reports = []
+    for name in shards:
+        dst = out_dir / name
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        reports.append(rewrite_shard(draft_dir / name, dst, rows, chunk_bytes=chunk_bytes))
+    if index is not None:
+        source = json.loads((draft_dir / index).read_text(encoding="utf-8"))
+        written = _written_names(out_dir, shards)
+        source["weight_map"] = dict(sorted(written.items()))
+        metadata = dict(source.get("metadata") or {})
+        metadata["total_size"] = sum(r.bytes for r in reports)
+        if "total_parameters" in metadata:
+            metadata["total_parameters"] = sum(r.parameters for r in reports)
+        source["metadata"] = metadata
+        atomic.write_text(out_dir / index, json.dumps(source, indent=2) + "\n")
+    return reports
+
+
+def _written_names(out_dir: Path, shards: tuple[str, ...]) -> dict[str, str]:
+    from safetensors import safe_open
+
+    names: dict[str, str] = {}
+    for shard in shards:
+        with safe_open(str(out_dir / shard), framework="pt") as f:
+            names.update({key: shard for key in f.keys()})
+    return names
+
+
+def rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], *, chunk_bytes: int = CHUNK_BYTES) -> ShardReport:
+    """Copy one safetensors file, giving each tensor named in ``rows`` that many rows.
+
+    Other tensors are memory-mapped and written as they are (same bytes, same dtype); the metadata is kept.
+    """
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import save_file
+
+    try:
+        return _rewrite_shard(src, dst, rows, chunk_bytes, safe_open, save_file)
+    except SafetensorError as exc:
+        raise InputError(f"cannot read safetensors file: {exc}", src) from exc
+
+
+def _rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], chunk_bytes: int, safe_open, save_file):
+    resized = []
+    with safe_open(str(src), framework="pt") as f:
+        metadata = dict(f.metadata() or {})
+        metadata.setdefault("format", "pt")
+        tensors = {}
+        for name in f.keys():
+            if name in rows:
+                tensors[name] = _resized(src, name, rows[name], chunk_bytes)
+                resized.append(name)
+            else:
+                tensors[name] = f.get_tensor(name)
+        save_file(tensors, str(dst), metadata=metadata)
+        size = sum(t.numel() * t.element_size() for t in tensors.values())
+        parameters = sum(t.numel() for t in tensors.values())
+        count = len(tensors)
+        del tensors
+    return ShardReport(file=dst.name, tensors=count, bytes=size, parameters=parameters, resized=tuple(resized))
+
+
+def _resized(src: Path, name: str, rows: int, chunk_bytes: int):
+    """A new [rows, hidden] tensor: the source's rows copied bit for bit, then zero rows.
+
+    The source is read in chunks, each through a mapping that is closed at once, so at most one chunk of the old
+    matrix is resident next to the new one.
+    """
+    import torch
+    from safetensors import safe_open
+
+    with safe_open(str(src), framework="pt") as f:
+        view = f.get_slice(name)
+        shape = view.get_shape()
+        dtype = f.get_tensor(name).dtype  # a lazy mapping: only the dtype is read
+    if len(shape) != 2:
+        raise UnsupportedModel(f"{name} has shape {list(shape)}; expected [rows, hidden]", src)
+    source_rows, hidden = shape
+    result = torch.empty((rows, hidden), dtype=dtype)
+    keep = min(rows, source_rows)
+    step = max(1, chunk_bytes // max(1, hidden * result.element_size()))
+    for start in range(0, keep, step):
+        stop = min(keep, start + step)
+        with safe_open(str(src), framework="pt") as f:
+            result[start:stop].copy_(f.get_slice(name)[start:stop])
+    result[keep:].zero_()
+    return result
+
+
+
+def memory_bound(largest_shard_bytes: int, plan: AlignPlan, chunk_bytes: int = CHUNK_BYTES) -> int:
+    """The stated ceiling on the rewrite's peak resident memory above its baseline, in bytes."""
+    added = sum(r.added * r.hidden * itemsize(r.dtype) for r in plan.resizes)
+    return largest_shard_bytes + added + chunk_bytes + MEMORY_SLACK_BYTES
