@@ -33,7 +33,7 @@ from .engines import EngineCommand, ServeOptions, engine_commands
 from .errors import InputError, RefusedPair, UnsupportedModel
 from .profile import OUTPUT_SUFFIXES
 from .render.text import clip
-from .rewrite import CHUNK_BYTES, ShardReport, rewrite_checkpoint
+from .rewrite import CHUNK_BYTES, ShardReport, check_allocation, rewrite_checkpoint
 from .verdict import Comparison, Verdict
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -178,6 +178,9 @@ def plan(comparison: Comparison) -> AlignPlan:
             raise UnsupportedModel(f"tensor {name} {list(t.shape)} has a vocabulary-sized dimension (a logits bias or "
                                    "a quantisation scale?); align only resizes the input embedding and lm_head",
                                    draft_dir)
+    source = " (the target's config.json vocab_size)" if alignment.rows_source.startswith("config") else \
+        " (the target's checkpoint)"
+    check_allocation(((r.rows, r.hidden, r.dtype) for r in resizes), target.spec, source)  # before any allocation
 
     config, notes = _config(draft, target, t_out)
     draft_tokens_cut = sum(1 for i, _ in comparison.vocab.draft_only if i >= t_out)

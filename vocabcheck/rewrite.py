@@ -8,12 +8,18 @@ do not stay resident. The peak resident memory of the rewrite above the process'
     largest shard + rows added (bytes) + one chunk (``chunk_bytes``, 64 MiB) + MEMORY_SLACK_BYTES (32 MiB)
 
 whatever the size of the model (``tests/test_align.py`` measures it; ``reports/align.md`` has the figures).
+
+A resized matrix is allocated whole, so its size is checked before anything is allocated
+(:func:`check_allocation`): at most ``MAX_ROWS`` rows, and no more bytes (rows × hidden × dtype width) than the memory
+available. A target whose ``config.json`` says ``vocab_size = 10**18``, or a sparse safetensors file that claims
+2³⁶ rows, is one line and exit code 2, not an attempt to allocate terabytes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +32,52 @@ if TYPE_CHECKING:
 
 CHUNK_BYTES = 64 * 1024 * 1024
 MEMORY_SLACK_BYTES = 32 * 1024 * 1024
+# 64 times the largest vocabularies published (262,144 rows): more rows than this is not a vocabulary
+MAX_ROWS = 1 << 24
+
+
+def check_allocation(matrices: Iterable[tuple[int, int, str]], where: str | Path, source: str = "") -> None:
+    """Refuse, before allocating them, new matrices of ``(rows, hidden, safetensors dtype)`` that have more than
+    ``MAX_ROWS`` rows or that together need more bytes than the memory available (exit code 2, naming ``where``;
+    ``source`` says where the row count comes from)."""
+    matrices = list(matrices)
+    for rows, hidden, dtype in matrices:
+        if rows > MAX_ROWS:
+            raise InputError(f"{rows:,} rows{source}: align refuses to build a matrix of more than {MAX_ROWS:,} rows "
+                             "(the largest vocabularies have about 262,144)", where)
+    need = sum(rows * hidden * itemsize(dtype) for rows, hidden, dtype in matrices)
+    free = available_memory()
+    if free is not None and need > free:
+        shapes = ", ".join(f"{rows:,} × {hidden:,} {dtype}" for rows, hidden, dtype in matrices)
+        raise InputError(f"{matrices[0][0]:,} rows{source}: align would allocate {_bytes(need)} for the resized "
+                         f"matrices ({shapes}) and {_bytes(max(free, 0))} of memory is available", where)
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation can get: MemAvailable plus free swap (Linux), within the cgroup's limit when
+    there is one; free physical pages elsewhere; ``None`` when the system does not say."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            info = {key: int(value.split()[0]) * 1024 for key, value in
+                    (line.split(":", 1) for line in handle if ":" in line)}
+        free = info["MemAvailable"] + info.get("SwapFree", 0)
+    except (OSError, KeyError, ValueError, IndexError):
+        try:
+            return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, OSError, ValueError):
+            return None
+    try:
+        cgroup = Path("/sys/fs/cgroup")
+        limit = (cgroup / "memory.max").read_text(encoding="ascii").strip()
+        if limit.isdigit():
+            free = min(free, int(limit) - int((cgroup / "memory.current").read_text(encoding="ascii")))
+    except (OSError, ValueError):
+        pass
+    return free
 
 
 def itemsize(dtype: str) -> int:
@@ -121,11 +173,12 @@ def _resized(src: Path, name: str, rows: int, chunk_bytes: int):
 
     with safe_open(str(src), framework="pt") as f:
         view = f.get_slice(name)
-        shape = view.get_shape()
+        shape, stored = view.get_shape(), view.get_dtype()
         dtype = f.get_tensor(name).dtype  # a lazy mapping: only the dtype is read
     if len(shape) != 2:
         raise UnsupportedModel(f"{name} has shape {list(shape)}; expected [rows, hidden]", src)
     source_rows, hidden = shape
+    check_allocation([(rows, hidden, stored)], src)
     result = torch.empty((rows, hidden), dtype=dtype)
     keep = min(rows, source_rows)
     step = max(1, chunk_bytes // max(1, hidden * result.element_size()))

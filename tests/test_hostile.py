@@ -1,0 +1,83 @@
+"""Hostile input to align, gate, bench and every human-readable view (issue #16): each case is one line and exit code
+2 (or the view shows the data inertly), never a crash, a terabyte allocation, raw terminal escapes, or an output that
+replaces another's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from vocabcheck import rewrite
+from vocabcheck.cli import main
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def light_target(directory: Path, target: Path, **config) -> Path:
+    """The target's config and tokenizer files without its weights (what align needs), ``config`` keys replaced."""
+    directory.mkdir(parents=True)
+    for name in ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+        shutil.copyfile(target / name, directory / name)
+    document = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**document, **config}))
+    return directory
+
+
+# --- row 2: a row count align would allocate ------------------------------------------------------------------------
+
+
+def test_align_refuses_a_config_vocab_size_of_10_to_the_18_before_allocating(capsys, tmp_path, qwen_pair):
+    target = light_target(tmp_path / "target", qwen_pair[0], vocab_size=10**18)
+    out = tmp_path / "aligned"
+    code, _, err = cli(capsys, "align", target, qwen_pair[1], "--out", out)
+    assert code == 2
+    line = one_line(err)
+    assert line.startswith(f"error: {target}: 1,000,000,000,000,000,000 rows (the target's config.json vocab_size)")
+    assert f"more than {rewrite.MAX_ROWS:,} rows" in line
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["target"]
+
+
+def test_align_refuses_a_sparse_checkpoint_of_2_to_the_36_rows_before_allocating(capsys, tmp_path, qwen_pair):
+    """A 64 GiB sparse safetensors file (a few blocks on disk) whose embedding claims 2³⁶ one-byte rows: the draft
+    would be padded to 2³⁶ rows of its own width, 8 TiB."""
+    rows = 2**36
+    target = light_target(tmp_path / "target", qwen_pair[0], vocab_size=rows, tie_word_embeddings=True)
+    header = json.dumps({"model.embed_tokens.weight": {"dtype": "U8", "shape": [rows, 1], "data_offsets": [0, rows]},
+                         "__metadata__": {"format": "pt"}}).encode()
+    header += b" " * (-len(header) % 8)
+    with open(target / "model.safetensors", "wb") as handle:
+        handle.write(struct.pack("<Q", len(header)) + header)
+        handle.truncate(8 + len(header) + rows)
+    out = tmp_path / "aligned"
+    code, _, err = cli(capsys, "align", target, qwen_pair[1], "--out", out)
+    assert code == 2
+    line = one_line(err)
+    assert line.startswith(f"error: {target}: 68,719,476,736 rows (the target's checkpoint): ")
+    assert f"more than {rewrite.MAX_ROWS:,} rows" in line
+    assert not out.exists()
+
+
+def test_align_refuses_matrices_larger_than_the_memory_available(capsys, monkeypatch, tmp_path, qwen_pair):
+    target, draft = qwen_pair
+    monkeypatch.setattr(rewrite, "available_memory", lambda: 1 << 20)  # 1 MiB; the padded matrix is 18.6 MiB
+    out = tmp_path / "aligned"
+    code, _, err = cli(capsys, "align", target, draft, "--out", out)
+    assert code == 2
+    line = one_line(err)
+    assert line == (f"error: {target}: 152,064 rows (the target's checkpoint): align would allocate 18.6 MiB for the "
+                    "resized matrices (152,064 × 32 F32) and 1.0 MiB of memory is available")
+    assert not out.exists() and list(tmp_path.iterdir()) == []
