@@ -81,3 +81,18 @@ def test_align_refuses_matrices_larger_than_the_memory_available(capsys, monkeyp
     assert line == (f"error: {target}: 152,064 rows (the target's checkpoint): align would allocate 18.6 MiB for the "
                     "resized matrices (152,064 × 32 F32) and 1.0 MiB of memory is available")
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+# --- row 3: a gate manifest nested 900 deep -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["[" * 900 + "]" * 900, "{a = " * 900 + "1" + "}" * 900])
+def test_a_gate_manifest_nested_900_deep_is_one_line(capsys, tmp_path, value):
+    manifest = tmp_path / "gate.toml"
+    manifest.write_text(f'[[pair]]\ntarget = {value}\ndraft = "b"\n', encoding="utf-8")
+    junit = tmp_path / "junit.xml"
+    code, _, err = cli(capsys, "gate", manifest, "--junit", junit)
+    assert code == 2
+    assert one_line(err) == (f"error: {manifest}: arrays or inline tables nested too deeply for a gate manifest "
+                             "(tomllib gives up at a few hundred levels)")
+    assert not junit.exists()

@@ -102,6 +102,9 @@ def load_manifest(path: str | Path) -> Manifest:
         raise InputError("the gate manifest is not UTF-8 text", path) from exc
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML: {exc}", path) from exc
+    except RecursionError as exc:  # tomllib parses nested arrays and inline tables recursively
+        raise InputError("arrays or inline tables nested too deeply for a gate manifest (tomllib gives up at a few "
+                         "hundred levels)", path) from exc
     unknown = sorted(set(document) - {"pair"})
     if unknown:
         raise InputError(f"unknown top-level key {unknown[0]!r}; a gate manifest holds [[pair]] tables", path)
