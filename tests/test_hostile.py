@@ -96,3 +96,82 @@ def test_a_gate_manifest_nested_900_deep_is_one_line(capsys, tmp_path, value):
     assert one_line(err) == (f"error: {manifest}: arrays or inline tables nested too deeply for a gate manifest "
                              "(tomllib gives up at a few hundred levels)")
     assert not junit.exists()
+
+
+# --- row 4: bench --report to a place it cannot write ---------------------------------------------------------------
+
+
+def full_disk_on(monkeypatch, n: int) -> list[Path]:
+    """The ``n``-th file vocabcheck.atomic writes fails as on a full disk; returns the paths it was asked to write."""
+    import errno
+
+    from vocabcheck import atomic
+
+    real, paths = atomic.write_bytes, []
+
+    def write_bytes(path, data):
+        paths.append(Path(path))
+        if len(paths) == n:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data)
+
+    monkeypatch.setattr(atomic, "write_bytes", write_bytes)
+    return paths
+
+
+def bench_argv(target: Path, prompts: Path, report: Path) -> list:
+    return ["bench", target, "--methods", "none", "--batch-sizes", "1", "--max-new-tokens", 4, "--repeat", 1,
+            "--warmup", 0, "--prompts", prompts, "--device", "cpu", "--report", report]
+
+
+@pytest.fixture
+def prompts(tmp_path) -> Path:
+    path = tmp_path / "prompts.txt"
+    path.write_text("def fibonacci(n):\n")
+    return path
+
+
+@pytest.fixture
+def no_benchmark(monkeypatch) -> list:
+    """The benchmark's session, replaced by one that records that it was started (it must not be)."""
+    from vocabcheck.decode import session
+
+    started = []
+
+    def start_session(*args, **kwargs):
+        started.append(args)
+        raise AssertionError("the benchmark started")
+
+    monkeypatch.setattr(session, "start_session", start_session)
+    return started
+
+
+def report_destinations(tmp_path: Path) -> list[tuple[Path, str]]:
+    a_file = tmp_path / "bench-report"
+    a_file.write_text("not a directory")
+    with_a_directory = tmp_path / "with-a-directory"
+    (with_a_directory / "bench.json").mkdir(parents=True)
+    return [(a_file, f"error: {a_file}: --report exists and is not a directory"),
+            (a_file / "report", f"error: {a_file / 'report'}: --report cannot be created: {a_file} is not a directory"),
+            (with_a_directory, f"error: {with_a_directory / 'bench.json'}: is a directory; the benchmark report "
+                               "writes a file of that name")]
+
+
+def test_bench_refuses_a_report_destination_it_cannot_write_before_the_benchmark_runs(capsys, tmp_path, qwen_pair,
+                                                                                      prompts, no_benchmark):
+    for report, expected in report_destinations(tmp_path):
+        code, _, err = cli(capsys, *bench_argv(qwen_pair[0], prompts, report))
+        assert code == 2 and one_line(err) == expected
+    assert no_benchmark == []
+    assert (tmp_path / "bench-report").read_text() == "not a directory"
+
+
+def test_bench_report_onto_a_full_disk_is_one_line_and_leaves_nothing(capsys, monkeypatch, tmp_path, qwen_pair,
+                                                                      prompts):
+    report = tmp_path / "reports" / "bench"
+    written = full_disk_on(monkeypatch, 2)  # bench.md is written whole, then the disk is full
+    code, _, err = cli(capsys, *bench_argv(qwen_pair[0], prompts, report))
+    assert code == 2
+    assert one_line(err) == f"error: {report / 'bench.json'}: cannot write the benchmark report: No space left on device"
+    assert written == [report / "bench.md", report / "bench.json"]
+    assert not (tmp_path / "reports").exists()  # no empty folder, no half report

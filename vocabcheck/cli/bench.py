@@ -52,6 +52,7 @@ def bench(
     from ..errors import VocabcheckError
     from ..render import bench_report, terminal
 
+    bench_report.check_destination(report)  # before the benchmark runs: one line, exit code 2
     sizes = _csv(batch_sizes, int, "batch-sizes")
     chosen = _csv(methods, str, "methods")
     if any(b < 1 for b in sizes):
