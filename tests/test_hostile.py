@@ -5,6 +5,7 @@ replaces another's."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -175,3 +176,60 @@ def test_bench_report_onto_a_full_disk_is_one_line_and_leaves_nothing(capsys, mo
     assert one_line(err) == f"error: {report / 'bench.json'}: cannot write the benchmark report: No space left on device"
     assert written == [report / "bench.md", report / "bench.json"]
     assert not (tmp_path / "reports").exists()  # no empty folder, no half report
+
+
+# --- row 11: control characters from input never reach the terminal raw ------------------------------------------
+
+ESC_SEQUENCES = "\x1b[41mRED\x1b[0m \x1b]0;owned title\x07 \x9b31m"  # SGR, an OSC window title, a C1 CSI
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal acts on (tab and newline are the views' own)
+
+
+def hostile_model(tmp_path: Path, draft: Path, name: str = "model") -> Path:
+    """The test draft with escape sequences in its config's architectures and model_type."""
+    directory = tmp_path / name
+    shutil.copytree(draft, directory)
+    config = json.loads((directory / "config.json").read_text())
+    config.update(architectures=[ESC_SEQUENCES], model_type=ESC_SEQUENCES)
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+def test_escape_sequences_in_a_config_are_shown_not_obeyed(capsys, tmp_path, qwen_pair):
+    model = hostile_model(tmp_path, qwen_pair[1])
+    visible = "\\x1b[41mRED\\x1b[0m \\x1b]0;owned title\\x07 \\x9b31m"
+    code, out, err = cli(capsys, "inspect", model)
+    assert code == 0, err
+    assert not RAW.search(out + err) and visible in out
+    code, out, err = cli(capsys, "compare", qwen_pair[0], model)
+    assert code == 0, err
+    assert not RAW.search(out + err) and "\\x1b[41mRED" in out  # in a narrow table column, folded
+    code, out, _ = cli(capsys, "inspect", model, "--json")
+    assert code == 0 and json.loads(out)["architecture"] == ESC_SEQUENCES  # JSON keeps the exact data
+
+
+def test_escape_sequences_in_file_names_are_shown_not_obeyed(capsys, tmp_path, qwen_pair):
+    model = hostile_model(tmp_path, qwen_pair[1], name="draft \x1b]0;owned\x07 \x1b[2J")
+    markdown = tmp_path / "report.md"
+    code, out, err = cli(capsys, "compare", qwen_pair[0], model, "--markdown", markdown)
+    assert code == 0, err
+    assert not RAW.search(out + err) and "\\x1b" in out  # the path is folded in a table column
+    text = markdown.read_text(encoding="utf-8")
+    assert not RAW.search(text) and "draft \\x1b]0;owned\\x07 \\x1b[2J" in text
+
+
+def test_escape_sequences_in_gate_pair_names_are_shown_not_obeyed(capsys, tmp_path, qwen_pair):
+    manifest = tmp_path / "gate.toml"
+    manifest.write_text(f'[[pair]]\nname = "evil \\u001b[2J\\u001b]0;owned\\u0007"\ntarget = "{qwen_pair[0]}"\n'
+                        f'draft = "{qwen_pair[1]}"\n', encoding="utf-8")
+    reports = {flag: tmp_path / name for flag, name in (("--markdown", "gate.md"), ("--json", "gate.json"))}
+    code, out, err = cli(capsys, "gate", manifest, *(x for pair in reports.items() for x in pair))
+    assert code == 0, err
+    assert not RAW.search(out + err) and "\\x1b" in out  # the name is folded in a table column
+    text = reports["--markdown"].read_text(encoding="utf-8")
+    assert not RAW.search(text) and "| evil \\x1b[2J\\x1b]0;owned\\x07 |" in text
+    assert json.loads(reports["--json"].read_text())["pairs"][0]["name"] == "evil \x1b[2J\x1b]0;owned\x07"
+
+
+def test_usage_errors_quoting_the_command_line_are_escaped(capsys):
+    code, _, err = cli(capsys, "\x1b[41mcompare")
+    assert code == 2 and not RAW.search(err) and "'\\x1b[41mcompare'" in err

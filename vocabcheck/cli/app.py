@@ -11,6 +11,7 @@ where to report it; 130 interrupted. ``--debug`` (or VOCABCHECK_DEBUG=1) adds th
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import traceback
@@ -18,6 +19,7 @@ import traceback
 import typer
 
 from ..errors import ISSUE_TRACKER, VocabcheckError, library_failure
+from ..render.text import printable
 from . import align, bench, compare, demo, gate, inspect, matrix, run
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
@@ -88,8 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("interrupted", file=sys.stderr)
         return 130
-    except ClickException as exc:  # usage errors: click prints the usage line and the problem
-        exc.show(file=sys.stderr)
+    except ClickException as exc:  # usage errors: click prints the usage line and the problem (which may quote argv)
+        shown = io.StringIO()
+        exc.show(file=shown)
+        sys.stderr.write(printable(shown.getvalue(), keep="\n"))
         return 2
     except VocabcheckError as exc:
         if _debug(argv):
@@ -129,7 +133,7 @@ def _escape_undecodable_output() -> None:
 def _bug(exc: BaseException, argv: list[str]) -> int:
     if _debug(argv):
         traceback.print_exc()
-    detail = " ".join(str(exc).split())[:300]
+    detail = printable(" ".join(str(exc).split())[:300])
     print(f"internal error: {type(exc).__name__}: {detail} — this is a bug in vocabcheck; please report it "
           f"at {ISSUE_TRACKER} (run with --debug for the traceback)", file=sys.stderr)
     return 3

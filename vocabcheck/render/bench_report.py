@@ -15,6 +15,7 @@ from .. import __version__, atomic
 from ..errors import InputError
 from ..bench import BenchResult, Row
 from .data import BENCH_SCHEMA
+from .markdown import document
 
 LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
          "hf-ngram": "transformers, prompt lookup", "hf-draft": "transformers, assisted",
@@ -144,7 +145,7 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
         lines += ["", f"transformers: {result.hf_note}"]
     lines += ["", "![TPOT per method and batch size](tpot.png)", "",
               "![Acceptance per draft position](acceptance.png)", ""]
-    return "\n".join(lines)
+    return document(lines)
 
 
 REPORT_FILES = ("bench.md", "bench.json", "tpot.png", "acceptance.png")
