@@ -173,12 +173,13 @@ def test_bench_report_onto_a_full_disk_is_one_line_and_leaves_nothing(capsys, mo
     written = full_disk_on(monkeypatch, 2)  # bench.md is written whole, then the disk is full
     code, _, err = cli(capsys, *bench_argv(qwen_pair[0], prompts, report))
     assert code == 2
-    assert one_line(err) == f"error: {report / 'bench.json'}: cannot write the benchmark report: No space left on device"
+    assert one_line(err) == (f"error: {report / 'bench.json'}: cannot write the benchmark report: No space left on "
+                             "device")
     assert written == [report / "bench.md", report / "bench.json"]
     assert not (tmp_path / "reports").exists()  # no empty folder, no half report
 
 
-# --- row 11: control characters from input never reach the terminal raw ------------------------------------------
+# --- row 11: control characters from input never reach the terminal raw ---------------------------------------------
 
 ESC_SEQUENCES = "\x1b[41mRED\x1b[0m \x1b]0;owned title\x07 \x9b31m"  # SGR, an OSC window title, a C1 CSI
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal acts on (tab and newline are the views' own)
@@ -233,3 +234,27 @@ def test_escape_sequences_in_gate_pair_names_are_shown_not_obeyed(capsys, tmp_pa
 def test_usage_errors_quoting_the_command_line_are_escaped(capsys):
     code, _, err = cli(capsys, "\x1b[41mcompare")
     assert code == 2 and not RAW.search(err) and "'\\x1b[41mcompare'" in err
+
+
+# --- row 12: ... nor the file prefix of an error line ---------------------------------------------------------------
+
+
+def test_a_shard_name_with_escape_sequences_is_escaped_in_the_error_prefix_too(capsys, tmp_path, qwen_pair):
+    model = tmp_path / "model"
+    shutil.copytree(qwen_pair[1], model)
+    (model / "model.safetensors").unlink()
+    (model / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"model.embed_tokens.weight": "\x1b[41mevil\x1b[0m.safetensors"}}))
+    code, _, err = cli(capsys, "inspect", model)
+    assert code == 2
+    line = one_line(err)
+    assert not RAW.search(line)
+    assert line.startswith(f"error: {model}/\\x1b[41mevil\\x1b[0m.safetensors: ")
+
+
+def test_one_line_escapes_the_file_and_the_problem():
+    from vocabcheck.errors import VocabcheckError
+
+    error = VocabcheckError("bad \x1b[31mvalue\x9b", "dir/\x1b]0;t\x07name")
+    assert error.one_line() == "dir/\\x1b]0;t\\x07name: bad \\x1b[31mvalue\\x9b"
+    assert error.where == "dir/\x1b]0;t\x07name" and error.problem == "bad \x1b[31mvalue\x9b"  # the data, exact

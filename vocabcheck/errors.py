@@ -31,8 +31,12 @@ class VocabcheckError(Exception):
         self.where = None if where is None else str(where)
 
     def one_line(self) -> str:
+        """``where: problem`` on one line, control characters of either part as visible escapes (a file name from a
+        shard index may hold ESC sequences)."""
+        from .render.text import printable
+
         text = f"{self.where}: {self.problem}" if self.where else self.problem
-        return " ".join(text.split())
+        return printable(" ".join(text.split()))
 
 
 class InputError(VocabcheckError):
