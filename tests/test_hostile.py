@@ -258,3 +258,23 @@ def test_one_line_escapes_the_file_and_the_problem():
     error = VocabcheckError("bad \x1b[31mvalue\x9b", "dir/\x1b]0;t\x07name")
     assert error.one_line() == "dir/\\x1b]0;t\\x07name: bad \\x1b[31mvalue\\x9b"
     assert error.where == "dir/\x1b]0;t\x07name" and error.problem == "bad \x1b[31mvalue\x9b"  # the data, exact
+
+
+# --- row 13: align onto a full disk ---------------------------------------------------------------------------------
+
+
+def test_align_onto_a_full_disk_names_the_output_not_the_input(capsys, monkeypatch, tmp_path, qwen_pair):
+    import safetensors.torch
+    from safetensors import SafetensorError
+
+    def full_disk(tensors, filename, metadata=None):  # what safetensors raises when write(2) fails with ENOSPC
+        Path(filename).write_bytes(b"\0" * 1024)
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
+    target, draft = qwen_pair
+    out = tmp_path / "aligned"
+    code, _, err = cli(capsys, "align", target, draft, "--out", out)
+    assert code == 2
+    assert one_line(err) == f"error: {out}: cannot write the aligned draft: No space left on device"
+    assert list(tmp_path.iterdir()) == []  # no directory, no temporary directory

@@ -17,8 +17,10 @@ available. A target whose ``config.json`` says ``vocab_size = 10**18``, or a spa
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,18 +133,28 @@ def _written_names(out_dir: Path, shards: tuple[str, ...]) -> dict[str, str]:
 def rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], *, chunk_bytes: int = CHUNK_BYTES) -> ShardReport:
     """Copy one safetensors file, giving each tensor named in ``rows`` that many rows.
 
-    Other tensors are memory-mapped and written as they are (same bytes, same dtype); the metadata is kept.
+    Other tensors are memory-mapped and written as they are (same bytes, same dtype); the metadata is kept. A source
+    that cannot be read is an :class:`InputError` naming ``src``; a destination that cannot be written (a full disk)
+    is an :class:`OSError` naming ``dst``.
     """
     from safetensors import SafetensorError, safe_open
     from safetensors.torch import save_file
 
+    def write(tensors, metadata) -> None:
+        try:
+            save_file(tensors, str(dst), metadata=metadata)
+        except SafetensorError as exc:  # "Error while serializing: I/O error: No space left on device (os error 28)"
+            code = re.search(r"os error (\d+)", str(exc))
+            number = int(code.group(1)) if code else errno.EIO
+            raise OSError(number, os.strerror(number) if code else str(exc), str(dst)) from exc
+
     try:
-        return _rewrite_shard(src, dst, rows, chunk_bytes, safe_open, save_file)
+        return _rewrite_shard(src, dst, rows, chunk_bytes, safe_open, write)
     except SafetensorError as exc:
         raise InputError(f"cannot read safetensors file: {exc}", src) from exc
 
 
-def _rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], chunk_bytes: int, safe_open, save_file):
+def _rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], chunk_bytes: int, safe_open, write):
     resized = []
     with safe_open(str(src), framework="pt") as f:
         metadata = dict(f.metadata() or {})
@@ -154,7 +166,7 @@ def _rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], chunk_bytes: i
                 resized.append(name)
             else:
                 tensors[name] = f.get_tensor(name)
-        save_file(tensors, str(dst), metadata=metadata)
+        write(tensors, metadata)
         size = sum(t.numel() * t.element_size() for t in tensors.values())
         parameters = sum(t.numel() for t in tensors.values())
         count = len(tensors)
