@@ -278,3 +278,54 @@ def test_align_onto_a_full_disk_names_the_output_not_the_input(capsys, monkeypat
     assert code == 2
     assert one_line(err) == f"error: {out}: cannot write the aligned draft: No space left on device"
     assert list(tmp_path.iterdir()) == []  # no directory, no temporary directory
+
+
+# --- row 14: two aligns to one --out at once ------------------------------------------------------------------------
+
+
+def test_of_two_aligns_to_one_out_the_second_to_finish_exits_2_without_force(capsys, monkeypatch, tmp_path,
+                                                                             qwen_pair):
+    """Both find --out free; the other align finishes while this one copies its files; this one must not replace
+    what the other wrote."""
+    from vocabcheck import aligner
+
+    target, draft = qwen_pair
+    out = tmp_path / "aligned"
+    real_copy, other = aligner._copy, []
+
+    def copy_while_the_other_align_finishes(src, dst):
+        if not other:
+            other.append(None)  # once: the other align copies its own files as usual
+            other[0] = aligner.align_draft(str(target), str(draft), out)  # the other process, start to end
+        real_copy(src, dst)
+
+    monkeypatch.setattr(aligner, "_copy", copy_while_the_other_align_finishes)
+    code, _, err = cli(capsys, "align", target, draft, "--out", out)
+    assert other and other[0].out == out
+    assert code == 2
+    assert one_line(err) == (f"error: {out}: --out exists and is not empty: it was written while align ran; pass "
+                             "--force to replace it")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aligned"]  # no temporary directory left
+    monkeypatch.setattr(aligner, "_copy", real_copy)
+    code, stdout, err = cli(capsys, "compare", target, out, "--json")  # the other's draft, whole
+    assert code == 0 and json.loads(stdout)["verdict"] == "identical", err
+
+
+def test_with_force_the_second_align_replaces_the_first(capsys, monkeypatch, tmp_path, qwen_pair):
+    from vocabcheck import aligner
+
+    target, draft = qwen_pair
+    out = tmp_path / "aligned"
+    real_copy = aligner._copy
+
+    def copy_after_another_writer(src, dst):
+        if not out.exists():
+            out.mkdir()
+            (out / "theirs.txt").write_text("the other writer's")
+        real_copy(src, dst)
+
+    monkeypatch.setattr(aligner, "_copy", copy_after_another_writer)
+    code, _, err = cli(capsys, "align", target, draft, "--out", out, "--force")
+    assert code == 0, err
+    assert not (out / "theirs.txt").exists() and (out / "model.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["aligned"]

@@ -284,7 +284,7 @@ def _write(plan: AlignPlan, out: Path, *, force: bool, chunk_bytes: int) -> Alig
     from .verdict import judge
 
     try:
-        with atomic.directory(out) as tmp:
+        with atomic.directory(out, replace=force) as tmp:  # without --force, never onto what another wrote since
             shards = rewrite_checkpoint(plan.draft_dir, plan.shards, plan.index, tmp, plan.rows,
                                         chunk_bytes=chunk_bytes)
             atomic.write_text(tmp / CONFIG, json.dumps(plan.config, indent=2, ensure_ascii=False) + "\n")
@@ -298,7 +298,10 @@ def _write(plan: AlignPlan, out: Path, *, force: bool, chunk_bytes: int) -> Alig
             after = judge(plan.comparison.target, build_profile(open_model(str(tmp))), probe=False)
             if after.verdict is not Verdict.IDENTICAL:  # a bug in align: never leave such a directory behind
                 raise RuntimeError(f"the aligned draft compares {after.verdict.value} to the target ({after.reason})")
-    except OSError as exc:
+    except OSError as exc:  # a full disk while a shard is written included: the output is named, not the input
+        if isinstance(exc, FileExistsError) and exc.filename == str(out):
+            raise InputError("--out exists and is not empty: it was written while align ran; pass --force to "
+                             "replace it", out) from exc
         raise InputError(f"cannot write the aligned draft: {exc.strerror or exc}", out) from exc
     return AlignResult(plan=plan, out=out, shards=tuple(shards), copied=tuple(copied), verdict_after=after.verdict)
 
