@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .render.text import printable
+
 ISSUE_TRACKER = "https://github.com/vocabcheck/vocabcheck/issues"
 
 
@@ -33,8 +35,6 @@ class VocabcheckError(Exception):
     def one_line(self) -> str:
         """``where: problem`` on one line, control characters of either part as visible escapes (a file name from a
         shard index may hold ESC sequences)."""
-        from .render.text import printable
-
         text = f"{self.where}: {self.problem}" if self.where else self.problem
         return printable(" ".join(text.split()))
 

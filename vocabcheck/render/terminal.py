@@ -44,14 +44,13 @@ class _Console(Console):
         if isinstance(renderable, Text):
             renderable = _printable_text(renderable)
         for segment in super().render(renderable, options):
-            if not segment.control and segment.text != printable(segment.text, _KEEP):
-                segment = Segment(printable(segment.text, _KEEP), segment.style, segment.control)
-            yield segment
+            text = segment.text if segment.control else printable(segment.text, _KEEP)
+            yield segment if text is segment.text else Segment(text, segment.style, segment.control)
 
 
 def _printable_text(text: Text) -> Text:
     plain = text.plain
-    if plain == printable(plain, _KEEP):
+    if printable(plain, _KEEP) is plain:
         return text
     pieces = [printable(char, _KEEP) for char in plain]
     offsets = [0]
