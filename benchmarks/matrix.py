@@ -231,7 +231,8 @@ def main() -> None:
             runs[kind].append(result)
             print(f"  run {repeat + 1}/{args.repeats} {kind}: {result['seconds']:.1f} s", file=sys.stderr)
 
-    from vocabcheck.matrix import build_matrix, matrix_markdown
+    from vocabcheck.matrix import build_matrix
+    from vocabcheck.render.matrix_report import matrix_markdown
 
     text = matrix_markdown(build_matrix(specs))
     command = " ".join(["python benchmarks/matrix.py", *map(shlex.quote, sys.argv[1:])]).strip()

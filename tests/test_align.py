@@ -19,7 +19,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from vocabcheck import compare, engines, reshape
+from vocabcheck import aligner, compare, engines, rewrite
 from vocabcheck.cli import main
 from vocabcheck.demo import qwen
 from vocabcheck.demo.checkpoint import ModelShape, write_model
@@ -79,7 +79,7 @@ def cut(qwen_pair, tmp_path_factory):
     """Draft larger (152,064 rows, untied, three shards) → cut to the target's 151,936, through the library."""
     small, large = qwen_pair[1], qwen_pair[0]
     out = tmp_path_factory.mktemp("align") / "aligned-cut"
-    result = reshape.align(str(small), str(large), out)
+    result = aligner.align_draft(str(small), str(large), out)
     return small, large, out, result
 
 
@@ -243,7 +243,7 @@ def test_incompatible_pair_is_refused_with_exit_1(qwen_pair, mistral_json, tmp_p
     from vocabcheck.errors import RefusedPair
 
     with pytest.raises(RefusedPair):
-        reshape.plan(compare(str(target), str(mistral_json("v1")), probe=False))
+        aligner.plan(compare(str(target), str(mistral_json("v1")), probe=False))
 
 
 def test_out_must_be_empty_unless_forced_and_an_aligned_draft_aligns_unchanged(padded, tmp_path):
@@ -307,7 +307,7 @@ def test_rewrite_shard_keeps_dtypes_bytes_and_metadata_in_small_chunks(tmp_path)
     save_file(source, str(src), metadata={"format": "pt", "origin": "test"})
     for rows in (13, 7, 10):
         dst = tmp_path / f"out-{rows}.safetensors"
-        report = reshape.rewrite_shard(src, dst, {"embed.weight": rows}, chunk_bytes=8)  # one row per chunk
+        report = rewrite.rewrite_shard(src, dst, {"embed.weight": rows}, chunk_bytes=8)  # one row per chunk
         assert report.resized == ("embed.weight",) and report.tensors == 4
         new = {name: t for name, (_, t) in tensors_of(dst).items()}
         assert metadata(dst) == {"format": "pt", "origin": "test"}
@@ -329,7 +329,7 @@ MEMORY_PROBE = r"""
 import json, resource, sys
 from pathlib import Path
 import torch, safetensors, safetensors.torch
-from vocabcheck import reshape
+from vocabcheck import rewrite
 
 args = json.loads(sys.argv[1])
 def status(key):
@@ -343,7 +343,7 @@ try:
     reset = status("VmHWM") <= baseline + (1 << 20)
 except OSError:
     reset = False
-reshape.rewrite_checkpoint(Path(args["draft"]), tuple(args["shards"]), args["index"], Path(args["out"]),
+rewrite.rewrite_checkpoint(Path(args["draft"]), tuple(args["shards"]), args["index"], Path(args["out"]),
                            args["rows"], chunk_bytes=args["chunk"])
 # without the reset, ru_maxrss may include the imports' own peak: an upper bound on the rewrite's
 peak = status("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -366,11 +366,11 @@ def sharded_draft(fixture_root, qwen25_json):
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak RSS from /proc (Linux)")
 def test_peak_memory_stays_below_largest_shard_plus_stated_bound(qwen_pair, sharded_draft, tmp_path):
     target = qwen_pair[0]
-    plan = reshape.plan(compare(str(target), str(sharded_draft), probe=False))
+    plan = aligner.plan(compare(str(target), str(sharded_draft), probe=False))
     shard_sizes = [(sharded_draft / s).stat().st_size for s in plan.shards]
     model_bytes = sum(shard_sizes)
     chunk = 4 * 1024 * 1024
-    bound = reshape.memory_bound(max(shard_sizes), plan, chunk)
+    bound = rewrite.memory_bound(max(shard_sizes), plan, chunk)
     assert len(shard_sizes) >= 4 and bound < model_bytes  # passing the bound means the model was never all in memory
     out = tmp_path / "aligned"
     out.mkdir()

@@ -191,10 +191,10 @@ def test_bench_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp_p
 
 
 def test_an_interrupted_align_leaves_no_directory_or_the_old_one(capsys, monkeypatch, tmp_path, qwen_pair):
-    from vocabcheck import reshape
+    from vocabcheck import aligner
 
     target, draft = qwen_pair
-    real_copy = reshape._copy
+    real_copy = aligner._copy
     calls = []
 
     def copy_then_interrupt(src, dst):
@@ -202,7 +202,7 @@ def test_an_interrupted_align_leaves_no_directory_or_the_old_one(capsys, monkeyp
         calls.append(dst)
         raise KeyboardInterrupt  # the shards and the config are written, the tokenizer files are being copied
 
-    monkeypatch.setattr(reshape, "_copy", copy_then_interrupt)
+    monkeypatch.setattr(aligner, "_copy", copy_then_interrupt)
     out = tmp_path / "aligned"
     assert cli(capsys, "align", target, draft, "--out", out)[0] == 130
     assert calls and not out.exists() and leftovers(tmp_path) == []

@@ -13,6 +13,7 @@ import vocabcheck
 from vocabcheck import diff as diff_module
 from vocabcheck import matrix as matrix_module
 from vocabcheck.cli import main
+from vocabcheck.render import matrix_report
 from vocabcheck.render.data import schema
 from vocabcheck.verdict import Verdict, judge
 
@@ -89,7 +90,7 @@ def test_every_cell_is_what_compare_says(family):
 
 def test_the_verdicts_of_the_family(family):
     m = family["matrix"]
-    symbols = [[matrix_module.cell_symbol(c) for c in row] for row in m.cells]
+    symbols = [[matrix_report.cell_symbol(c) for c in row] for row in m.cells]
     assert symbols == [
         ["=", "pad", "✗", "✗", "✗"],  # 152,064 rows: pads the 151,936-row draft; 151,000 rows is broken
         ["cut", "=", "✗", "✗", "✗"],
@@ -106,7 +107,7 @@ def test_the_verdicts_of_the_family(family):
 
 
 def test_json_document_validates(family):
-    document = matrix_module.matrix_document(family["matrix"])
+    document = matrix_report.matrix_document(family["matrix"])
     jsonschema.validate(document, schema("matrix-1"))
     assert document["schema"] == "vocabcheck.matrix/1"
     assert document["summary"]["profiles"] == 5 and document["summary"]["tokenizer_diffs"] == 9

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -35,8 +36,12 @@ def write_text(path: str | Path, text: str) -> Path:
 
 
 @contextmanager
-def directory(path: str | Path) -> Iterator[Path]:
+def directory(path: str | Path, *, replace: bool = True) -> Iterator[Path]:
     """Yield a temporary sibling directory to fill; on success it replaces ``path`` as a whole.
+
+    With ``replace=False`` it takes the place of ``path`` only if nothing or an empty directory is there at that
+    moment (one rename, which the kernel refuses onto a directory that holds files): otherwise FileExistsError, so of
+    two writers racing for one ``path`` the second fails instead of replacing the first's work.
 
     On any exception (KeyboardInterrupt included) the temporary directory is removed and ``path`` is left as it was.
     """
@@ -49,7 +54,14 @@ def directory(path: str | Path) -> Iterator[Path]:
         for child in tmp.rglob("*"):
             if child.is_file() and not child.is_symlink():
                 os.chmod(child, 0o666 & ~_umask())
-        if path.exists():
+        if not replace:
+            try:
+                os.rename(tmp, path)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                    raise
+                raise FileExistsError(errno.EEXIST, "exists and is not empty", str(path)) from exc
+        elif path.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
             os.replace(path, old / "previous")
             os.replace(tmp, path)

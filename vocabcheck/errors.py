@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from .render.text import printable
+
 ISSUE_TRACKER = "https://github.com/vocabcheck/vocabcheck/issues"
 
 
@@ -31,8 +33,10 @@ class VocabcheckError(Exception):
         self.where = None if where is None else str(where)
 
     def one_line(self) -> str:
+        """``where: problem`` on one line, control characters of either part as visible escapes (a file name from a
+        shard index may hold ESC sequences)."""
         text = f"{self.where}: {self.problem}" if self.where else self.problem
-        return " ".join(text.split())
+        return printable(" ".join(text.split()))
 
 
 class InputError(VocabcheckError):

@@ -32,14 +32,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from . import __version__
 from .diff import CODES, Finding, Severity, TokenizerDiffCache
 from .errors import InputError, VocabcheckError
 from .profile import ModelProfile, build_profile
 from .sources import HUB_ID, open_model
 from .verdict import Comparison, Verdict, judge
 
-GATE_SCHEMA = "vocabcheck.gate/1"
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
 PAIR_KEYS = ("name", "target", "draft", "expect", "min", "strict", "allow")
 VERDICTS = tuple(v.value for v in Verdict)
@@ -64,9 +62,6 @@ class Expectation:
         if self.at_least and self.verdict is Verdict.INCOMPATIBLE:
             return "any verdict"
         return self.verdict.value  # exactly, or at least identical (which is identical)
-
-    def document(self) -> dict[str, Any]:
-        return {"kind": "min" if self.at_least else "expect", "verdict": self.verdict.value}
 
 
 DEFAULT_EXPECTATION = Expectation(Verdict.PADDED_COMPATIBLE, at_least=True)
@@ -107,6 +102,9 @@ def load_manifest(path: str | Path) -> Manifest:
         raise InputError("the gate manifest is not UTF-8 text", path) from exc
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"not valid TOML: {exc}", path) from exc
+    except RecursionError as exc:  # tomllib parses nested arrays and inline tables recursively
+        raise InputError("arrays or inline tables nested too deeply for a gate manifest (tomllib gives up at a few "
+                         "hundred levels)", path) from exc
     unknown = sorted(set(document) - {"pair"})
     if unknown:
         raise InputError(f"unknown top-level key {unknown[0]!r}; a gate manifest holds [[pair]] tables", path)
@@ -241,15 +239,6 @@ class GateReport:
             return 2
         return 1 if self.count(Outcome.FAIL) else 0
 
-    def summary(self) -> str:
-        n = len(self.results)
-        text = f"{self.count(Outcome.PASS)} of {n} pair{'s' if n != 1 else ''} as expected"
-        if self.count(Outcome.FAIL):
-            text += f", {self.count(Outcome.FAIL)} not"
-        if self.count(Outcome.ERROR):
-            text += f", {self.count(Outcome.ERROR)} could not be evaluated"
-        return text
-
 
 def run_gate(manifest: Manifest, *, probe: bool = True) -> GateReport:
     """Evaluate every pair; a model that cannot be read errors the pairs that name it and no others."""
@@ -308,90 +297,5 @@ def unmet(pair: PairSpec, comparison: Comparison) -> tuple[str, ...]:
     return tuple(failures)
 
 
-# --- documents --------------------------------------------------------------------------------------------------
-
-
-def gate_document(report: GateReport) -> dict[str, Any]:
-    """The ``--json`` document, schema ``vocabcheck.gate/1`` (``schemas/gate-1.json``)."""
-    from .render.data import compare_document
-
-    return {
-        "schema": GATE_SCHEMA,
-        "vocabcheck_version": __version__,
-        "manifest": str(report.manifest.path),
-        "exit_code": report.exit_code,
-        "summary": {"pairs": len(report.results), "passed": report.count(Outcome.PASS),
-                    "failed": report.count(Outcome.FAIL), "errors": report.count(Outcome.ERROR),
-                    "models": report.models, "tokenizer_diffs": report.tokenizer_diffs,
-                    "seconds": round(report.seconds, 3)},
-        "pairs": [{
-            "name": r.pair.name,
-            "target": r.pair.target,
-            "draft": r.pair.draft,
-            "target_resolved": r.pair.target_spec,
-            "draft_resolved": r.pair.draft_spec,
-            "expect": r.pair.expect.document(),
-            "strict": r.pair.strict,
-            "allow": list(r.pair.allow),
-            "result": r.outcome.value,
-            "verdict": r.comparison.verdict.value if r.comparison else None,
-            "reason": r.comparison.reason if r.comparison else None,
-            "failures": list(r.failures),
-            "error": None if r.error is None else {"message": r.error.one_line(), "where": r.error.where,
-                                                   "problem": r.error.problem, "type": type(r.error).__name__},
-            "seconds": round(r.seconds, 3),
-            "comparison": compare_document(r.comparison, strict=r.pair.strict) if r.comparison else None,
-        } for r in report.results],
-    }
-
-
-RESULT_ICON = {Outcome.PASS: "✅ pass", Outcome.FAIL: "❌ fail", Outcome.ERROR: "💥 error"}
-
-
-def gate_markdown(report: GateReport) -> str:
-    """A Markdown summary (for ``--markdown`` and ``$GITHUB_STEP_SUMMARY``): the table, then each pair in detail."""
-    from .render.markdown import comparison_markdown, escape
-
-    lines = [f"## vocabcheck gate: `{escape(str(report.manifest.path))}`", "",
-             f"**{escape(report.summary())}**.", "",
-             "| pair | verdict | expected | result | top finding |", "|---|---|---|---|---|"]
-    for r in report.results:
-        top = r.top_finding()
-        if r.error is not None:
-            note = escape(r.error.one_line())
-        elif r.failures:
-            note = escape("; ".join(r.failures))
-        else:
-            note = (f"`{top.code}` {escape(_clip(top.message, 160))}" if top
-                    else escape(_clip(r.comparison.reason, 160)))
-        lines.append(f"| {escape(r.pair.name)} | {r.comparison.verdict.value if r.comparison else '—'} | "
-                     f"{escape(r.pair.expect.describe())}{' (strict)' if r.pair.strict else ''} | "
-                     f"{RESULT_ICON[r.outcome]} | {note} |")
-    lines.append("")
-    for r in report.results:
-        lines += ["<details>", f"<summary>{RESULT_ICON[r.outcome]}: {escape(r.pair.name)}</summary>", ""]
-        if r.comparison is not None:
-            lines += [f"- {escape(failure)}" for failure in r.failures] + ([""] if r.failures else [])
-            lines.append(comparison_markdown(r.comparison, strict=r.pair.strict))
-        else:
-            lines += [f"Could not be evaluated: {escape(r.error.one_line())}", ""]
-        lines += ["</details>", ""]
-    return "\n".join(lines)
-
-
-def failure_text(result: PairResult) -> str:
-    """The unmet expectations, then every finding, one per line: the body of a JUnit failure."""
-    lines = list(result.failures)
-    if result.comparison is not None:
-        lines.append(f"verdict: {result.comparison.verdict.value} — {result.comparison.reason}")
-        lines += [f"[{f.severity.value}] {f.code}: {f.message}" for f in result.comparison.findings]
-    return "\n".join(lines)
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-__all__ = ["GATE_SCHEMA", "Expectation", "GateReport", "Manifest", "Outcome", "PairResult", "PairSpec",
-           "failure_text", "gate", "gate_document", "gate_markdown", "load_manifest", "resolve_spec", "run_gate",
-           "unmet"]
+__all__ = ["Expectation", "GateReport", "Manifest", "Outcome", "PairResult", "PairSpec", "gate", "load_manifest",
+           "resolve_spec", "run_gate", "unmet"]

@@ -15,9 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from . import __version__
 from .diff import TokenizerDiffCache
 from .errors import SourceNotFound, VocabcheckError
 from .profile import ModelProfile, build_profile
@@ -25,7 +23,6 @@ from .sources import open_model
 from .sources.local import CONFIG, SLOW_TOKENIZER_FILES, TOKENIZER_JSON
 from .verdict import Comparison, Verdict, judge
 
-MATRIX_SCHEMA = "vocabcheck.matrix/1"
 MODEL_FILE_SUFFIXES = (".gguf",)  # single-file models a directory of models may hold next to model directories
 
 
@@ -103,11 +100,13 @@ def _looks_like_model(path: Path) -> bool:
 
 
 def build_matrix(specs: Sequence[str], *, probe: bool = True) -> Matrix:
-    """Profile each model once, group them by tokenizer fingerprint, and judge every ordered pair."""
+    """Profile each model once, group them by tokenizer fingerprint, and judge every ordered pair.
+
+    ``specs`` are what ``vocabcheck matrix`` takes: models, or directories of models (:func:`expand_specs`)."""
     started = time.perf_counter()
     profiles: list[ModelProfile] = []
     errors: list[ModelError] = []
-    for spec in dict.fromkeys(specs):
+    for spec in expand_specs(specs):
         try:
             profiles.append(build_profile(open_model(spec)))
         except VocabcheckError as exc:
@@ -153,116 +152,4 @@ def group_pairs(matrix: Matrix) -> list[GroupPair]:
     return pairs
 
 
-def cost_line(matrix: Matrix) -> str:
-    """What the matrix cost: "12 models, 3 tokenizers: 12 profiles, 9 tokenizer diffs, 144 verdicts"."""
-    n, g, d = len(matrix.models), len(matrix.groups), matrix.tokenizer_diffs
-    return (f"{_count(n, 'model')}, {_count(g, 'tokenizer')}: {_count(n + len(matrix.errors), 'profile')}, "
-            f"{_count(d, 'tokenizer diff')}, {_count(n * n, 'verdict')}")
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def cell_symbol(comparison: Comparison) -> str:
-    """``=`` identical; ``pad``/``cut``/``≈`` padded-compatible (how the draft's rows map onto the target's, ``≈``
-    for equal rows); ``✗`` incompatible."""
-    if comparison.verdict is Verdict.IDENTICAL:
-        return "="
-    if comparison.verdict is Verdict.PADDED_COMPATIBLE:
-        return {"pad": "pad", "cut": "cut"}.get(comparison.alignment.mapping, "≈")
-    return "✗"
-
-
-LEGEND = ("= identical · pad / cut padded-compatible (the draft's rows are padded to / cut at the target's) · "
-          "≈ padded-compatible with equal rows · ✗ incompatible; rows are targets, columns drafts")
-
-
-def rows_text(profile: ModelProfile) -> str:
-    emb = profile.embeddings
-    if emb.source == "unknown":
-        return "unknown"
-    text = f"{emb.rows:,}"
-    if emb.source == "config":
-        return text + " (config)"
-    if emb.input_rows is not None and emb.input_rows != emb.rows:
-        text += f" (input {emb.input_rows:,})"
-    return text + (", tied" if emb.tied else ", untied" if emb.tied is False else "")
-
-
-# --- documents --------------------------------------------------------------------------------------------------
-
-
-def matrix_document(matrix: Matrix) -> dict[str, Any]:
-    """The ``--json`` document, schema ``vocabcheck.matrix/1`` (``schemas/matrix-1.json``)."""
-    from .render.data import alignment_document, finding_document, profile_summary
-
-    index = {id(p): i for i, p in enumerate(matrix.models)}
-    verdicts = matrix.verdicts()
-    return {
-        "schema": MATRIX_SCHEMA,
-        "vocabcheck_version": __version__,
-        "exit_code": matrix.exit_code,
-        "probe": matrix.probe,
-        "summary": {"models": len(matrix.models), "groups": len(matrix.groups), "errors": len(matrix.errors),
-                    "pairs": len(matrix.models) ** 2, "profiles": len(matrix.models) + len(matrix.errors),
-                    "tokenizer_diffs": matrix.tokenizer_diffs,
-                    "verdicts": {v.value: verdicts[v] for v in Verdict}, "seconds": round(matrix.seconds, 3)},
-        "groups": [{"id": g.id, "fingerprint": g.fingerprint,
-                    "model_type": matrix.models[g.members[0]].tokenizer.model_type,
-                    "tokenizer_ids": matrix.models[g.members[0]].tokenizer.size,
-                    "models": list(g.members)} for g in matrix.groups],
-        "models": [{"index": i, "name": matrix.names[i], "group": matrix.group_of(i).id, **profile_summary(p)}
-                   for i, p in enumerate(matrix.models)],
-        "cells": [{
-            "target": index[id(c.target)],
-            "draft": index[id(c.draft)],
-            "verdict": c.verdict.value,
-            "reason": c.reason,
-            "exit_code": 1 if c.failed() else 0,
-            "first_divergent_id": c.first_divergent_id,
-            # the id ranges are in `vocabcheck compare --json` for the pair; here they would repeat N² times
-            "alignment": {k: v for k, v in alignment_document(c.alignment).items()
-                          if k not in ("shared_ranges", "renamed_ids")},
-            "findings": [{"code": f.code, "severity": f.severity.value} for f in c.findings],
-            "top_findings": [finding_document(f) for f in c.top_findings(3)],
-        } for row in matrix.cells for c in row],
-        "group_pairs": [{"target": gp.target.id, "draft": gp.draft.id,
-                         "verdicts": {v.value: n for v, n in gp.verdicts.items()},
-                         "reasons": {v.value: c.reason for v, c in gp.examples.items()}}
-                        for gp in group_pairs(matrix)],
-        "errors": [{"spec": e.spec, "message": e.error.one_line(), "where": e.error.where,
-                    "problem": e.error.problem, "type": type(e.error).__name__} for e in matrix.errors],
-    }
-
-
-def matrix_markdown(matrix: Matrix) -> str:
-    from .render.markdown import escape
-
-    n = len(matrix.models)
-    lines = ["## vocabcheck matrix", "",
-             cost_line(matrix) + ".", "",
-             "| # | tokenizer | model | rows |", "|---|---|---|---|"]
-    for i, p in enumerate(matrix.models):
-        g = matrix.group_of(i)
-        lines.append(f"| {i + 1} | {g.id} ({p.tokenizer.model_type}, {p.tokenizer.size:,} ids, "
-                     f"`{g.fingerprint[:12]}`) | `{escape(matrix.names[i])}` | {escape(rows_text(p))} |")
-    lines += ["", "| target ↓ draft → | " + " | ".join(str(j + 1) for j in range(n)) + " |",
-              "|---|" + "---|" * n]
-    for i, row in enumerate(matrix.cells):
-        lines.append(f"| **{i + 1}** {matrix.group_of(i).id} | "
-                     + " | ".join(escape(cell_symbol(c)) for c in row) + " |")
-    lines += ["", escape(LEGEND), "", "| target tokenizer | draft tokenizer | verdicts | reason (first pair) |",
-              "|---|---|---|---|"]
-    for gp in group_pairs(matrix):
-        for verdict, count in gp.verdicts.items():
-            lines.append(f"| {gp.target.id} | {gp.draft.id} | {verdict.value} ×{count} | "
-                         f"{escape(gp.examples[verdict].reason)} |")
-    if matrix.errors:
-        lines += ["", "Could not be read:", ""] + [f"- {escape(e.error.one_line())}" for e in matrix.errors]
-    return "\n".join(lines) + "\n"
-
-
-__all__ = ["LEGEND", "MATRIX_SCHEMA", "GroupPair", "Matrix", "ModelError", "TokenizerGroup", "build_matrix",
-           "cell_symbol", "cost_line", "expand_specs", "group_pairs", "matrix_document", "matrix_markdown",
-           "rows_text"]
+__all__ = ["GroupPair", "Matrix", "ModelError", "TokenizerGroup", "build_matrix", "expand_specs", "group_pairs"]

@@ -109,7 +109,7 @@ def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
     """The verdict on a pair. ``cache`` (shared across calls) computes the tokenizer-level diff once per pair of
     tokenizers; the result is the same with or without it."""
     diff = diff_profiles(target, draft, probe=probe, cache=cache)
-    alignment = align(target, draft, diff.vocab)
+    alignment = alignment_of(target, draft, diff.vocab)
     errors = [f for f in diff.findings if f.severity is Severity.ERROR]
     t_emb, d_emb = target.embeddings, draft.embeddings
     same_rows = (t_emb.input_rows, t_emb.output_rows) == (d_emb.input_rows, d_emb.output_rows)
@@ -133,7 +133,8 @@ def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
                       alignment=alignment, vocab=diff.vocab, diff=diff)
 
 
-def align(target: ModelProfile, draft: ModelProfile, vocab: VocabMatch) -> Alignment:
+def alignment_of(target: ModelProfile, draft: ModelProfile, vocab: VocabMatch) -> Alignment:
+    """How the draft's rows line up with the target's, given the match of their vocabularies."""
     t_rows, t_source = _rows(target)
     d_rows, d_source = _rows(draft)
     t_in = target.embeddings.input_rows or t_rows

@@ -2,8 +2,8 @@
 size, against the ideal speedup (:mod:`.plan`) and against transformers' own assisted generation (:mod:`.peer`);
 :mod:`.run` measures the cells."""
 
-from .plan import BENCH_SCHEMA, BenchPlan, BenchResult, Cell, Row, alpha_from_length, ideal_speedup
+from .plan import BenchPlan, BenchResult, Cell, Row, alpha_from_length, ideal_speedup
 from .run import PROMPT_MODULES, default_prompts, run_bench
 
-__all__ = ["BENCH_SCHEMA", "PROMPT_MODULES", "BenchPlan", "BenchResult", "Cell", "Row", "alpha_from_length",
+__all__ = ["PROMPT_MODULES", "BenchPlan", "BenchResult", "Cell", "Row", "alpha_from_length",
            "default_prompts", "ideal_speedup", "run_bench"]

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, replace
 from ..decode.metrics import Metrics
 from ..decode.options import DecodeOptions
 
-BENCH_SCHEMA = "vocabcheck.bench/1"
-
 
 @dataclass(frozen=True)
 class BenchPlan:

@@ -1,4 +1,7 @@
-"""The Typer application and the one place where errors become exit codes.
+"""The Typer application: the one place where commands are registered and where errors become exit codes.
+
+Each command lives in the module named after it (``cli/compare.py`` holds ``compare``...): it parses its options,
+calls one library function and renders the result.
 
 Exit codes: 0 success; 1 an incompatible pair (or a warning under --strict, or a gate expectation not met);
 2 bad input or usage, as one line naming the file and the problem; 3 a bug in vocabcheck, as one line that says
@@ -7,6 +10,7 @@ where to report it; 130 interrupted. ``--debug`` (or VOCABCHECK_DEBUG=1) adds th
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import traceback
@@ -14,6 +18,8 @@ import traceback
 import typer
 
 from ..errors import ISSUE_TRACKER, VocabcheckError, library_failure
+from ..render.text import printable
+from . import align, bench, compare, demo, gate, inspect, matrix, run
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import ClickException
@@ -49,6 +55,17 @@ def _root(
     # --debug is read from the command line by main(), which prints tracebacks; nothing to keep here
 
 
+# in the order `vocabcheck --help` lists them
+app.command("demo")(demo.demo)
+app.command("inspect")(inspect.inspect)
+app.command("compare")(compare.compare)
+app.command("run")(run.run)
+app.command("gate")(gate.gate)
+app.command("matrix")(matrix.matrix)
+app.command("align")(align.align)
+app.command("bench")(bench.bench)
+
+
 def _debug(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get("VOCABCHECK_DEBUG", "") not in ("", "0")
 
@@ -57,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     _escape_undecodable_output()
-    from . import commands  # noqa: F401  (registers the commands)
-
     command = typer.main.get_command(app)
     from ..render.progress import show_progress
 
@@ -73,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         print("interrupted", file=sys.stderr)
         return 130
-    except ClickException as exc:  # usage errors: click prints the usage line and the problem
-        exc.show(file=sys.stderr)
+    except ClickException as exc:  # usage errors: click prints the usage line and the problem (which may quote argv)
+        shown = io.StringIO()
+        exc.show(file=shown)
+        sys.stderr.write(printable(shown.getvalue(), keep="\n"))
         return 2
     except VocabcheckError as exc:
         if _debug(argv):
@@ -114,7 +131,7 @@ def _escape_undecodable_output() -> None:
 def _bug(exc: BaseException, argv: list[str]) -> int:
     if _debug(argv):
         traceback.print_exc()
-    detail = " ".join(str(exc).split())[:300]
+    detail = printable(" ".join(str(exc).split())[:300])
     print(f"internal error: {type(exc).__name__}: {detail} — this is a bug in vocabcheck; please report it "
           f"at {ISSUE_TRACKER} (run with --debug for the traceback)", file=sys.stderr)
     return 3

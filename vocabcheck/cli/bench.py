@@ -9,7 +9,6 @@ from pathlib import Path
 
 import typer
 
-from .app import app
 from .output import emit_json
 
 
@@ -25,7 +24,6 @@ def _csv(value: str, kind, what: str) -> tuple:
     return items
 
 
-@app.command()
 def bench(
     target: str = typer.Argument(..., help="The target model."),
     draft: str = typer.Argument(None, help="The draft model (omit to bench none and ngram only)."),
@@ -59,6 +57,7 @@ def bench(
     from ..errors import VocabcheckError
     from ..render import bench_report, terminal
 
+    bench_report.check_destination(report)  # before the benchmark runs: one line, exit code 2
     sizes = _csv(batch_sizes, int, "batch-sizes")
     chosen = _csv(methods, str, "methods")
     if any(b < 1 for b in sizes):

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from .app import app
 
-
-@app.command()
 def demo(
     rebuild: bool = typer.Option(False, "--rebuild", help="Rebuild the demo pair even if it is cached."),
     no_bench: bool = typer.Option(False, "--no-bench", help="Skip the short benchmark at the end."),

@@ -9,10 +9,11 @@ from typing import Any
 
 from .. import atomic
 from ..errors import InputError
-from ..render.data import dumps
 
 
 def emit_json(document: Mapping[str, Any]) -> None:
+    from ..render.data import dumps
+
     # a path that is not UTF-8 holds surrogates ('\udcff'): written as the JSON escape "\udcff", the document stays
     # valid JSON and reads back to the same string
     sys.stdout.write(dumps(dict(document)).encode("utf-8", "backslashreplace").decode("utf-8"))

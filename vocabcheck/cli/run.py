@@ -7,11 +7,9 @@ from pathlib import Path
 
 import typer
 
-from .app import app
 from .output import emit_json
 
 
-@app.command()
 def run(
     target: str = typer.Argument(..., help="The target model (directory or hub id)."),
     draft: str = typer.Argument(None, help="The draft model; not needed for --method ngram or none."),

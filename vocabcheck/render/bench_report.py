@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__, atomic
-from ..bench import BENCH_SCHEMA, BenchResult, Row
+from ..errors import InputError
+from ..bench import BenchResult, Row
+from .data import BENCH_SCHEMA
+from .markdown import document
 
 LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
          "hf-ngram": "transformers, prompt lookup", "hf-draft": "transformers, assisted",
@@ -148,27 +153,67 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
         lines += ["", f"transformers: {result.hf_note}"]
     lines += ["", "![TPOT per method and batch size](tpot.png)", "",
               "![Acceptance per draft position](acceptance.png)", ""]
-    return "\n".join(lines)
+    return document(lines)
+
+
+REPORT_FILES = ("bench.md", "bench.json", "tpot.png", "acceptance.png")
+
+
+def check_destination(directory: Path | None) -> None:
+    """Refuse a ``--report`` directory that cannot be written, before the benchmark runs: a path that exists and is
+    not a directory, a report file name that is a directory, or a place where the directory cannot be created or
+    written (exit code 2). ``None``: no report."""
+    if directory is None:
+        return
+    directory = Path(directory)
+    if os.path.lexists(directory) and not directory.is_dir():
+        raise InputError("--report exists and is not a directory", directory)
+    existing = directory
+    while not os.path.lexists(existing):
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"--report cannot be created: {existing} is not a directory", directory)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"--report cannot be written: no permission to write in {existing}", directory)
+    for name in REPORT_FILES:
+        if (directory / name).is_dir():
+            raise InputError("is a directory; the benchmark report writes a file of that name", directory / name)
 
 
 def write_report(directory: Path, result: BenchResult, *, target: str, draft: str | None, command: str,
                  machine: str) -> list[Path]:
-    """bench.md, bench.json, tpot.png and acceptance.png in ``directory``, each written atomically."""
+    """bench.md, bench.json, tpot.png and acceptance.png in ``directory``, each rendered first, then written
+    atomically in that order (each one is old or new, never half). A file that cannot be written (a full disk) is
+    one line naming it, exit code 2; a report directory this call created is removed again, so nothing is left."""
     import json
 
-    directory.mkdir(parents=True, exist_ok=True)
-    written = [
-        atomic.write_text(directory / "bench.md", bench_markdown(result, target=target, draft=draft, command=command,
-                                                                 machine=machine)),
-        atomic.write_text(directory / "bench.json",
-                          json.dumps(bench_document(result, target=target, draft=draft, command=command), indent=2)
-                          + "\n"),
-    ]
-    written += _charts(directory, result)
+    files = {"bench.md": bench_markdown(result, target=target, draft=draft, command=command, machine=machine),
+             "bench.json": json.dumps(bench_document(result, target=target, draft=draft, command=command), indent=2)
+             + "\n",
+             **_charts(result)}
+    created = directory
+    while not os.path.lexists(created.parent) and created.parent != created:
+        created = created.parent  # the outermost directory that does not exist yet
+    created = None if os.path.lexists(created) else created
+    written: list[Path] = []
+    path = directory
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, content in files.items():
+            path = directory / name
+            write = atomic.write_text if isinstance(content, str) else atomic.write_bytes
+            written.append(write(path, content))
+    except BaseException as exc:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise InputError(f"cannot write the benchmark report: {exc.strerror or exc}", path) from exc
+        raise
     return written
 
 
-def _charts(directory: Path, result: BenchResult) -> list[Path]:
+def _charts(result: BenchResult) -> dict[str, bytes]:
+    """tpot.png and acceptance.png, rendered in memory."""
     import io
 
     import matplotlib
@@ -176,7 +221,7 @@ def _charts(directory: Path, result: BenchResult) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    paths = []
+    charts = {}
     methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
     batches = list(result.plan.batch_sizes)
     figure, axis = plt.subplots(figsize=(7, 4))
@@ -190,7 +235,7 @@ def _charts(directory: Path, result: BenchResult) -> list[Path]:
     axis.set_title(f"TPOT per method and batch size ({result.device}, k={result.plan.k})")
     axis.legend()
     figure.tight_layout()
-    paths.append(_save(figure, directory / "tpot.png", io))
+    charts["tpot.png"] = _png(figure, io)
     plt.close(figure)
 
     figure, axis = plt.subplots(figsize=(7, 4))
@@ -204,12 +249,12 @@ def _charts(directory: Path, result: BenchResult) -> list[Path]:
     axis.set_title("Acceptance per draft position")
     axis.legend()
     figure.tight_layout()
-    paths.append(_save(figure, directory / "acceptance.png", io))
+    charts["acceptance.png"] = _png(figure, io)
     plt.close(figure)
-    return paths
+    return charts
 
 
-def _save(figure, path: Path, io) -> Path:
+def _png(figure, io) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=110)
-    return atomic.write_bytes(path, buffer.getvalue())
+    return buffer.getvalue()

@@ -1,7 +1,9 @@
-"""Profiles and comparisons as plain data: the versioned JSON documents of ``--json``.
+"""Profiles and comparisons as plain data: the versioned JSON documents of ``--json``, and every schema id.
 
 Schemas live in ``vocabcheck/schemas/`` (JSON Schema draft 2020-12). A schema id changes its number when a field
-changes meaning or disappears; new fields may appear within a version.
+changes meaning or disappears; new fields may appear within a version. The ids of every command's document are
+defined here, and only here; the documents of ``inspect``, ``compare`` and ``run`` (and the pieces the others reuse)
+are built here, those of ``gate``, ``matrix``, ``align`` and ``bench`` in their ``*_report`` modules.
 """
 
 from __future__ import annotations
@@ -14,8 +16,13 @@ from .. import __version__
 from ..profile import ModelProfile, SpecialToken
 from ..verdict import Alignment, Comparison
 
-COMPARE_SCHEMA = "vocabcheck.compare/1"
 INSPECT_SCHEMA = "vocabcheck.inspect/1"
+COMPARE_SCHEMA = "vocabcheck.compare/1"
+RUN_SCHEMA = "vocabcheck.run/1"
+BENCH_SCHEMA = "vocabcheck.bench/1"
+GATE_SCHEMA = "vocabcheck.gate/1"
+MATRIX_SCHEMA = "vocabcheck.matrix/1"
+ALIGN_SCHEMA = "vocabcheck.align/1"
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -127,6 +134,12 @@ def finding_document(finding) -> dict[str, Any]:
             "details": _plain(finding.details)}
 
 
+def error_document(error) -> dict[str, Any]:
+    """A :class:`vocabcheck.errors.VocabcheckError` that a report carries instead of a result."""
+    return {"message": error.one_line(), "where": error.where, "problem": error.problem,
+            "type": type(error).__name__}
+
+
 def _special(token: SpecialToken | None) -> dict[str, Any] | None:
     return None if token is None else {"content": token.content, "id": token.id}
 
@@ -138,9 +151,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
-
-
-RUN_SCHEMA = "vocabcheck.run/1"
 
 
 def metrics_document(m) -> dict[str, Any]:

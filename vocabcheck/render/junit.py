@@ -14,7 +14,8 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 from .. import __version__
-from ..gate import GateReport, Outcome, failure_text
+from ..gate import GateReport, Outcome
+from .gate_report import failure_text
 
 # characters XML 1.0 cannot carry at all (control characters, lone surrogates, U+FFFE/U+FFFF)
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")

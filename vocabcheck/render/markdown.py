@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..diff import Severity
 from ..verdict import Comparison
+from .text import printable
 
 ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
 
 
 def escape(text: str) -> str:
-    """Table-cell text: pipes escaped, one line, and < > & as entities (GitHub would read '<unk>' as a tag)."""
-    return (text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-            .replace("\n", " "))
+    """Table-cell text: pipes escaped, one line, < > & as entities (GitHub would read '<unk>' as a tag), and control
+    characters as visible escapes."""
+    return printable(text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+                     .replace("\n", " "))
+
+
+def document(lines: Iterable[str]) -> str:
+    """The lines of a report as one Markdown text; no control character of the data survives, whichever line it
+    reached (the report's own line breaks stay)."""
+    return printable("\n".join(lines), keep="\n")
 
 
 def comparison_markdown(comparison: Comparison, *, strict: bool = False) -> str:
@@ -31,4 +41,4 @@ def comparison_markdown(comparison: Comparison, *, strict: bool = False) -> str:
     a = comparison.alignment
     lines += ["", f"Alignment: target rows {a.target_rows:,}, draft rows {a.draft_rows:,}, mapping `{a.mapping}`, "
                   f"{a.shared_ids:,} shared ids, substitute id {a.draft_substitute_id}.", ""]
-    return "\n".join(lines)
+    return document(lines)

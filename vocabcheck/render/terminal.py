@@ -6,12 +6,14 @@ from collections.abc import Iterable
 
 from rich.console import Console
 from rich.panel import Panel
+from rich.segment import Segment
 from rich.table import Table
-from rich.text import Text
+from rich.text import Span, Text
 
 from ..diff import Finding, Severity
 from ..profile import ModelProfile, SpecialToken
 from ..verdict import Alignment, Comparison, Verdict
+from .text import printable
 
 VERDICT_STYLE = {Verdict.IDENTICAL: "bold green", Verdict.PADDED_COMPATIBLE: "bold yellow",
                  Verdict.INCOMPATIBLE: "bold red"}
@@ -21,8 +23,44 @@ SEVERITY_TITLE = {Severity.ERROR: "Errors", Severity.WARNING: "Warnings", Severi
 
 def console(stderr: bool = False) -> Console:
     """A console that never reads markup in strings: token strings such as '[INST]' or '[/INST]' and user paths
-    reach it verbatim (styles are given as Text objects)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
+    reach it verbatim (styles are given as Text objects); and that never prints a control character it is given:
+    ESC and its kin from a config, a file name, a hub answer or a token string are shown as escapes
+    (:func:`vocabcheck.render.text.printable`), whatever view they reach it through."""
+    return _Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
+
+
+_KEEP = "\n\t"  # a view's own line breaks, and tabs (rich expands them)
+
+
+class _Console(Console):
+    """Every string and Text is made printable before rich lays it out (so tables keep their shape); any segment
+    still carrying a control character is made printable as it is written. rich's own control sequences (styles,
+    cursor moves of a status line) are not text segments and pass."""
+
+    def render_str(self, text: str, **kwargs) -> Text:
+        return super().render_str(printable(text, _KEEP), **kwargs)
+
+    def render(self, renderable, options=None) -> Iterable[Segment]:
+        if isinstance(renderable, Text):
+            renderable = _printable_text(renderable)
+        for segment in super().render(renderable, options):
+            text = segment.text if segment.control else printable(segment.text, _KEEP)
+            yield segment if text is segment.text else Segment(text, segment.style, segment.control)
+
+
+def _printable_text(text: Text) -> Text:
+    plain = text.plain
+    if printable(plain, _KEEP) is plain:
+        return text
+    pieces = [printable(char, _KEEP) for char in plain]
+    offsets = [0]
+    for piece in pieces:
+        offsets.append(offsets[-1] + len(piece))
+    clean = text.copy()
+    clean.plain = "".join(pieces)
+    clean.spans = [Span(offsets[min(span.start, len(plain))], offsets[min(span.end, len(plain))], span.style)
+                   for span in text.spans]
+    return clean
 
 
 def pair_title(comparison: Comparison) -> Text:
@@ -203,14 +241,14 @@ class StreamPrinter:
         if text.endswith("\ufffd"):  # an incomplete UTF-8 sequence: wait for the next token
             return
         if text.startswith(self.shown):
-            self.out.file.write(text[len(self.shown):])
+            self.out.file.write(printable(text[len(self.shown):], _KEEP))
             self.out.file.flush()
             self.shown = text
 
     def finish(self) -> None:
         text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
         if text.startswith(self.shown):
-            self.out.file.write(text[len(self.shown):])
+            self.out.file.write(printable(text[len(self.shown):], _KEEP))
         self.out.file.write("\n")
         self.out.file.flush()
 

@@ -1,4 +1,4 @@
-"""`vocabcheck inspect` and `vocabcheck compare`."""
+"""`vocabcheck compare`: the verdict on a target/draft pair, with a reason for every finding."""
 
 from __future__ import annotations
 
@@ -6,27 +6,9 @@ from pathlib import Path
 
 import typer
 
-from .app import app
 from .output import emit_json, write_outputs
 
 
-@app.command()
-def inspect(
-    model: str = typer.Argument(..., help="A model directory, tokenizer file, GGUF file or hub id (org/name[@rev])."),
-    json_out: bool = typer.Option(False, "--json", help="Print the profile as JSON (schema vocabcheck.inspect/1)."),
-) -> None:
-    """Show one model's profile: tokenizer, special tokens, embedding rows and fingerprint."""
-    from .. import inspect as inspect_model
-    from ..render import data, terminal
-
-    profile = inspect_model(model)
-    if json_out:
-        emit_json(data.inspect_document(profile))
-    else:
-        terminal.print_profile(terminal.console(), profile)
-
-
-@app.command()
 def compare(
     target: str = typer.Argument(..., help="The target model (the one whose output you want)."),
     draft: str = typer.Argument(..., help="The draft model (the one that proposes tokens)."),
@@ -42,10 +24,10 @@ def compare(
     Exit code 0 for identical or padded-compatible, 1 for incompatible (or any warning with --strict),
     2 for bad input.
     """
-    from .. import compare as compare_models
+    import vocabcheck
     from ..render import data, markdown as md, terminal
 
-    comparison = compare_models(target, draft, probe=not no_probe)
+    comparison = vocabcheck.compare(target, draft, probe=not no_probe)
     document = data.compare_document(comparison, strict=strict)
     write_outputs({json_file: lambda: data.dumps(document),
                    markdown: lambda: md.comparison_markdown(comparison, strict=strict)})

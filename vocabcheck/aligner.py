@@ -1,7 +1,8 @@
 """Make a padded-compatible draft fit its target exactly, so that engines which compare ``vocab_size`` accept it.
 
-:func:`plan` reads a :class:`vocabcheck.verdict.Comparison` — it never re-derives compatibility — and refuses unless
-the verdict is identical or padded-compatible. :func:`write_aligned` then writes a new draft directory:
+:func:`align_draft` is ``vocabcheck align``. Its :func:`plan` reads a :class:`vocabcheck.verdict.Comparison` — it
+never re-derives compatibility — and refuses unless the verdict is identical or padded-compatible; then it writes a
+new draft directory:
 
 - the input embedding gets the target's input rows and ``lm_head`` the target's output rows. Rows both sides have are
   copied bit for bit; rows the draft lacks are added as zeros in both (a zero ``lm_head`` row gives logit 0); rows
@@ -14,17 +15,12 @@ the verdict is identical or padded-compatible. :func:`write_aligned` then writes
 - it all happens in a temporary sibling directory that replaces ``--out`` only after ``compare TARGET OUT`` has said
   *identical* (:mod:`vocabcheck.atomic`).
 
-Memory: tensors are streamed through ``safetensors.safe_open`` (memory-mapped, read lazily) and ``save_file`` one
-shard at a time. A resized matrix is built in a new buffer from chunks read through short-lived mappings, so its
-source pages do not stay resident. The peak resident memory of the rewrite above the process's baseline is at most
-
-    largest shard + rows added (bytes) + one chunk (``chunk_bytes``, 64 MiB) + MEMORY_SLACK_BYTES (32 MiB)
-
-whatever the size of the model (``tests/test_align.py`` measures it; ``reports/align.md`` has the figures).
+The checkpoint is rewritten shard by shard in bounded memory by :mod:`vocabcheck.rewrite`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Mapping
@@ -33,12 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic
+from .engines import EngineCommand, ServeOptions, engine_commands
 from .errors import InputError, RefusedPair, UnsupportedModel
 from .profile import OUTPUT_SUFFIXES
+from .render.text import clip
+from .rewrite import CHUNK_BYTES, ShardReport, check_allocation, rewrite_checkpoint
 from .verdict import Comparison, Verdict
-
-CHUNK_BYTES = 64 * 1024 * 1024
-MEMORY_SLACK_BYTES = 32 * 1024 * 1024
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
 # Files that define the tokenizer: the aligned draft takes the target's and none of the draft's.
@@ -80,7 +76,7 @@ class Resize:
 
 @dataclass(frozen=True)
 class AlignPlan:
-    """What :func:`write_aligned` will do, decided from the comparison before anything is written."""
+    """What :func:`align_draft` will write, decided from the comparison before anything is written."""
 
     comparison: Comparison = field(repr=False)
     target_dir: Path
@@ -100,17 +96,8 @@ class AlignPlan:
 
     @property
     def rows(self) -> dict[str, int]:
-        """Tensor name → rows it gets, for :func:`rewrite_checkpoint`."""
+        """Tensor name → rows it gets, for :func:`vocabcheck.rewrite.rewrite_checkpoint`."""
         return {r.name: r.rows for r in self.resizes}
-
-
-@dataclass(frozen=True)
-class ShardReport:
-    file: str
-    tensors: int
-    bytes: int  # tensor data bytes written
-    parameters: int
-    resized: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -120,6 +107,15 @@ class AlignResult:
     shards: tuple[ShardReport, ...]
     copied: tuple[str, ...]  # files written besides the shards: "config.json", then "target:<name>", "draft:<name>"
     verdict_after: Verdict  # compare TARGET OUT, run on the finished directory before it replaced --out
+    commands: tuple[EngineCommand, ...] = ()  # how vLLM and SGLang serve the target with it (align_draft)
+
+
+class IncompatiblePair(RefusedPair):
+    """align refuses the pair because compare does not call it identical or padded-compatible (exit code 1)."""
+
+    def __init__(self, problem: str, comparison: Comparison):
+        super().__init__(problem, comparison.draft.spec)
+        self.comparison = comparison
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -130,9 +126,9 @@ def check_alignable(comparison: Comparison) -> None:
     """Raise :class:`RefusedPair` (exit code 1) unless the verdict is identical or padded-compatible."""
     if comparison.verdict in (Verdict.IDENTICAL, Verdict.PADDED_COMPATIBLE):
         return
-    top = "; ".join(f"{f.code}: {_clip(f.message)}" for f in comparison.top_findings())
-    raise RefusedPair(f"align refuses an {comparison.verdict.value} pair ({comparison.reason}); {top}",
-                      comparison.draft.spec)
+    top = "; ".join(f"{f.code}: {clip(' '.join(f.message.split()), 200)}" for f in comparison.top_findings())
+    raise IncompatiblePair(f"align refuses an {comparison.verdict.value} pair ({comparison.reason}); {top}",
+                           comparison)
 
 
 def plan(comparison: Comparison) -> AlignPlan:
@@ -182,6 +178,9 @@ def plan(comparison: Comparison) -> AlignPlan:
             raise UnsupportedModel(f"tensor {name} {list(t.shape)} has a vocabulary-sized dimension (a logits bias or "
                                    "a quantisation scale?); align only resizes the input embedding and lm_head",
                                    draft_dir)
+    source = " (the target's config.json vocab_size)" if alignment.rows_source.startswith("config") else \
+        " (the target's checkpoint)"
+    check_allocation(((r.rows, r.hidden, r.dtype) for r in resizes), target.spec, source)  # before any allocation
 
     config, notes = _config(draft, target, t_out)
     draft_tokens_cut = sum(1 for i, _ in comparison.vocab.draft_only if i >= t_out)
@@ -259,11 +258,6 @@ def _generation_note(draft, target) -> list[str]:
     return [note]
 
 
-def _clip(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # writing
 
@@ -282,17 +276,15 @@ def check_out(out: Path, *, force: bool, inputs: tuple[Path, ...] = ()) -> None:
         raise InputError("--out exists and is not empty; pass --force to replace it", out)
 
 
-def write_aligned(plan: AlignPlan, out: str | Path, *, force: bool = False,
-                  chunk_bytes: int = CHUNK_BYTES) -> AlignResult:
-    """Write the aligned draft into ``out`` atomically; ``compare TARGET OUT`` is checked to be identical first."""
+def _write(plan: AlignPlan, out: Path, *, force: bool, chunk_bytes: int) -> AlignResult:
+    """Write the aligned draft into ``out`` (checked by :func:`check_out`) atomically; ``compare TARGET OUT`` is
+    checked to be identical first."""
     from .profile import build_profile
     from .sources import open_model
     from .verdict import judge
 
-    out = Path(out)
-    check_out(out, force=force, inputs=(plan.target_dir, plan.draft_dir))
     try:
-        with atomic.directory(out) as tmp:
+        with atomic.directory(out, replace=force) as tmp:  # without --force, never onto what another wrote since
             shards = rewrite_checkpoint(plan.draft_dir, plan.shards, plan.index, tmp, plan.rows,
                                         chunk_bytes=chunk_bytes)
             atomic.write_text(tmp / CONFIG, json.dumps(plan.config, indent=2, ensure_ascii=False) + "\n")
@@ -306,7 +298,10 @@ def write_aligned(plan: AlignPlan, out: str | Path, *, force: bool = False,
             after = judge(plan.comparison.target, build_profile(open_model(str(tmp))), probe=False)
             if after.verdict is not Verdict.IDENTICAL:  # a bug in align: never leave such a directory behind
                 raise RuntimeError(f"the aligned draft compares {after.verdict.value} to the target ({after.reason})")
-    except OSError as exc:
+    except OSError as exc:  # a full disk while a shard is written included: the output is named, not the input
+        if isinstance(exc, FileExistsError) and exc.filename == str(out):
+            raise InputError("--out exists and is not empty: it was written while align ran; pass --force to "
+                             "replace it", out) from exc
         raise InputError(f"cannot write the aligned draft: {exc.strerror or exc}", out) from exc
     return AlignResult(plan=plan, out=out, shards=tuple(shards), copied=tuple(copied), verdict_after=after.verdict)
 
@@ -318,180 +313,22 @@ def _copy(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def rewrite_checkpoint(draft_dir: Path, shards: tuple[str, ...], index: str | None, out_dir: Path,
-                       rows: Mapping[str, int], *, chunk_bytes: int = CHUNK_BYTES) -> list[ShardReport]:
-    """Rewrite every shard (same file names) and, when there is one, the shard index."""
-    reports = []
-    for name in shards:
-        dst = out_dir / name
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        reports.append(rewrite_shard(draft_dir / name, dst, rows, chunk_bytes=chunk_bytes))
-    if index is not None:
-        source = json.loads((draft_dir / index).read_text(encoding="utf-8"))
-        written = _written_names(out_dir, shards)
-        source["weight_map"] = dict(sorted(written.items()))
-        metadata = dict(source.get("metadata") or {})
-        metadata["total_size"] = sum(r.bytes for r in reports)
-        if "total_parameters" in metadata:
-            metadata["total_parameters"] = sum(r.parameters for r in reports)
-        source["metadata"] = metadata
-        atomic.write_text(out_dir / index, json.dumps(source, indent=2) + "\n")
-    return reports
-
-
-def _written_names(out_dir: Path, shards: tuple[str, ...]) -> dict[str, str]:
-    from safetensors import safe_open
-
-    names: dict[str, str] = {}
-    for shard in shards:
-        with safe_open(str(out_dir / shard), framework="pt") as f:
-            names.update({key: shard for key in f.keys()})
-    return names
-
-
-def rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], *, chunk_bytes: int = CHUNK_BYTES) -> ShardReport:
-    """Copy one safetensors file, giving each tensor named in ``rows`` that many rows.
-
-    Other tensors are memory-mapped and written as they are (same bytes, same dtype); the metadata is kept.
-    """
-    from safetensors import SafetensorError, safe_open
-    from safetensors.torch import save_file
-
-    try:
-        return _rewrite_shard(src, dst, rows, chunk_bytes, safe_open, save_file)
-    except SafetensorError as exc:
-        raise InputError(f"cannot read safetensors file: {exc}", src) from exc
-
-
-def _rewrite_shard(src: Path, dst: Path, rows: Mapping[str, int], chunk_bytes: int, safe_open, save_file):
-    resized = []
-    with safe_open(str(src), framework="pt") as f:
-        metadata = dict(f.metadata() or {})
-        metadata.setdefault("format", "pt")
-        tensors = {}
-        for name in f.keys():
-            if name in rows:
-                tensors[name] = _resized(src, name, rows[name], chunk_bytes)
-                resized.append(name)
-            else:
-                tensors[name] = f.get_tensor(name)
-        save_file(tensors, str(dst), metadata=metadata)
-        size = sum(t.numel() * t.element_size() for t in tensors.values())
-        parameters = sum(t.numel() for t in tensors.values())
-        count = len(tensors)
-        del tensors
-    return ShardReport(file=dst.name, tensors=count, bytes=size, parameters=parameters, resized=tuple(resized))
-
-
-def _resized(src: Path, name: str, rows: int, chunk_bytes: int):
-    """A new [rows, hidden] tensor: the source's rows copied bit for bit, then zero rows.
-
-    The source is read in chunks, each through a mapping that is closed at once, so at most one chunk of the old
-    matrix is resident next to the new one.
-    """
-    import torch
-    from safetensors import safe_open
-
-    with safe_open(str(src), framework="pt") as f:
-        view = f.get_slice(name)
-        shape = view.get_shape()
-        dtype = f.get_tensor(name).dtype  # a lazy mapping: only the dtype is read
-    if len(shape) != 2:
-        raise UnsupportedModel(f"{name} has shape {list(shape)}; expected [rows, hidden]", src)
-    source_rows, hidden = shape
-    result = torch.empty((rows, hidden), dtype=dtype)
-    keep = min(rows, source_rows)
-    step = max(1, chunk_bytes // max(1, hidden * result.element_size()))
-    for start in range(0, keep, step):
-        stop = min(keep, start + step)
-        with safe_open(str(src), framework="pt") as f:
-            result[start:stop].copy_(f.get_slice(name)[start:stop])
-    result[keep:].zero_()
-    return result
-
-
 # ---------------------------------------------------------------------------------------------------------------------
 # the whole command
 
 
-def align(target: str, draft: str, out: str | Path, *, force: bool = False, probe: bool = True,
-          chunk_bytes: int = CHUNK_BYTES) -> AlignResult:
-    """Compare ``target`` and ``draft``, then write the aligned draft into ``out`` (see the module docstring)."""
+def align_draft(target: str, draft: str, out: str | Path, *, force: bool = False, probe: bool = True,
+                serve: ServeOptions = ServeOptions(), chunk_bytes: int = CHUNK_BYTES) -> AlignResult:
+    """What ``vocabcheck align`` does: check ``serve`` and ``out``, compare ``target`` and ``draft``, write the
+    aligned draft into ``out`` (see the module docstring), and give the engines' command lines for the pair.
+
+    Raises :class:`IncompatiblePair` (exit code 1) for a pair that is not identical or padded-compatible, and a
+    :class:`vocabcheck.errors.VocabcheckError` (exit code 2) for bad options, an ``out`` it may not replace, or a
+    model it cannot align; nothing is written then.
+    """
     from . import compare
 
+    serve.check()
     check_out(Path(out), force=force, inputs=tuple(Path(p) for p in (target, draft) if Path(p).exists()))
-    return write_aligned(plan(compare(target, draft, probe=probe)), out, force=force, chunk_bytes=chunk_bytes)
-
-
-def memory_bound(largest_shard_bytes: int, plan: AlignPlan, chunk_bytes: int = CHUNK_BYTES) -> int:
-    """The stated ceiling on the rewrite's peak resident memory above its baseline, in bytes."""
-    added = sum(r.added * r.hidden * _itemsize(r.dtype) for r in plan.resizes)
-    return largest_shard_bytes + added + chunk_bytes + MEMORY_SLACK_BYTES
-
-
-def _itemsize(dtype: str) -> int:
-    digits = "".join(c for c in dtype if c.isdigit())
-    if dtype.upper() in ("BOOL", "U8", "I8", "F8_E4M3", "F8_E5M2"):
-        return 1
-    return max(1, int(digits) // 8) if digits else 4
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# the JSON document of ``vocabcheck align --json`` (schema: schemas/align-1.json)
-
-ALIGN_SCHEMA = "vocabcheck.align/1"
-
-
-def align_document(result: AlignResult, commands=()) -> dict[str, Any]:
-    """The ``vocabcheck.align/1`` document of a finished alignment and the engine command lines for it."""
-    plan = result.plan
-    document = _pair_document(plan.comparison, status="aligned", exit_code=0)
-    document.update({
-        "out": str(result.out),
-        "aligned": {
-            "verdict_after": result.verdict_after.value,
-            "target_rows": plan.target_rows,
-            "target_input_rows": plan.target_input_rows,
-            "config_vocab_size": plan.target_rows,
-            "tied": plan.tied,
-            "tensors": [{"name": r.name, "role": r.role, "file": r.file, "dtype": r.dtype, "hidden": r.hidden,
-                         "source_rows": r.source_rows, "rows": r.rows, "kept_rows": r.kept, "added_rows": r.added,
-                         "dropped_rows": r.dropped} for r in plan.resizes],
-            "shards": [{"file": s.file, "tensors": s.tensors, "bytes": s.bytes, "parameters": s.parameters,
-                        "resized": list(s.resized)} for s in result.shards],
-            "index": plan.index,
-            "copied": list(result.copied),
-            "left_out": list(plan.left_out),
-            "draft_tokens_cut": plan.draft_tokens_cut,
-            "generation_config": "draft" if GENERATION_CONFIG in plan.draft_files else None,
-        },
-        "commands": [c.document() for c in commands],
-        "notes": list(plan.notes),
-    })
-    return document
-
-
-def refusal_document(comparison: Comparison, out: str | Path | None) -> dict[str, Any]:
-    """The ``vocabcheck.align/1`` document of a pair that align refuses (exit code 1)."""
-    document = _pair_document(comparison, status="refused", exit_code=1)
-    document.update({"out": None if out is None else str(out), "aligned": None, "commands": [],
-                     "notes": [f"{f.code}: {f.message}" for f in comparison.top_findings()]})
-    return document
-
-
-def _pair_document(comparison: Comparison, *, status: str, exit_code: int) -> dict[str, Any]:
-    from . import __version__
-    from .render.data import alignment_document, finding_document
-
-    return {
-        "schema": ALIGN_SCHEMA,
-        "vocabcheck_version": __version__,
-        "status": status,
-        "exit_code": exit_code,
-        "target": {"spec": comparison.target.spec, "location": comparison.target.location},
-        "draft": {"spec": comparison.draft.spec, "location": comparison.draft.location},
-        "verdict": comparison.verdict.value,
-        "reason": comparison.reason,
-        "findings": [finding_document(f) for f in comparison.findings],
-        "alignment": alignment_document(comparison.alignment),
-    }
+    result = _write(plan(compare(target, draft, probe=probe)), Path(out), force=force, chunk_bytes=chunk_bytes)
+    return dataclasses.replace(result, commands=engine_commands(target, str(out), serve))
