@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .config import ModelConfig, read_config, read_generation_eos
 from .sources import ModelSource, TensorShape
 from .tokenizer import (  # noqa: F401  (re-exported: the tokenizer was part of this module)
     MODEL_DEFAULTS,
@@ -79,6 +80,7 @@ class ModelProfile:
     config_vocab_size: int | None
     embeddings: Embeddings
     architecture: str | None
+    config: ModelConfig  # what config.json says, typed (vocabcheck.config)
     source: ModelSource = field(repr=False)
 
     @property
@@ -91,15 +93,10 @@ class ModelProfile:
 
 
 def build_profile(source: ModelSource) -> ModelProfile:
+    config = read_config(source.config, _where(source, "config", "config.json"))
     tokenizer = tokenizer_profile(source.tokenizer_json, source.provenance.get("tokenizer", source.location))
-    config = dict(source.config or {})
-    text_config = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
-    config_vocab = _int_or_none(config.get("vocab_size", text_config.get("vocab_size")))
-    specials = _special_tokens(source, tokenizer, config, text_config)
+    specials = _special_tokens(source, tokenizer, config)
     eos, eos_source = _generation_eos(source, config, specials)
-    architectures = config.get("architectures")
-    architecture = (architectures[0] if isinstance(architectures, list) and architectures
-                    and isinstance(architectures[0], str) else config.get("model_type"))
     return ModelProfile(
         spec=source.spec,
         kind=source.kind,
@@ -111,18 +108,23 @@ def build_profile(source: ModelSource) -> ModelProfile:
         generation_eos=eos,
         generation_eos_source=eos_source,
         chat_template=source.chat_template,
-        config_vocab_size=config_vocab,
-        embeddings=_embeddings(source.tensors, config, text_config, config_vocab),
-        architecture=architecture if isinstance(architecture, str) else None,
+        config_vocab_size=config.vocab_size,
+        embeddings=_embeddings(source.tensors, config),
+        architecture=config.architecture,
+        config=config,
         source=source,
     )
+
+
+def _where(source: ModelSource, fact: str, name: str) -> str:
+    """The file a fact came from, for an error about it."""
+    return source.provenance.get(fact) or f"{source.location.rstrip('/')}/{name}"
 
 
 # --- special tokens ---------------------------------------------------------------------------------------------
 
 
-def _special_tokens(source: ModelSource, tokenizer: TokenizerProfile, config: Mapping[str, Any],
-                    text_config: Mapping[str, Any]) -> SpecialTokens:
+def _special_tokens(source: ModelSource, tokenizer: TokenizerProfile, config: ModelConfig) -> SpecialTokens:
     roles: dict[str, SpecialToken | None] = {}
     for role in ROLES:
         content = _content(source.tokenizer_config.get(f"{role}_token"))
@@ -131,7 +133,7 @@ def _special_tokens(source: ModelSource, tokenizer: TokenizerProfile, config: Ma
         if content is not None:
             roles[role] = SpecialToken(content, tokenizer.ids.get(content))
             continue
-        token_id = _int_or_none(config.get(f"{role}_token_id", text_config.get(f"{role}_token_id")))
+        token_id = config.token_id(role)
         if token_id is None and role == "unk":
             token_id = _model_unk_id(tokenizer)
         roles[role] = SpecialToken(tokenizer.token(token_id), token_id) if token_id is not None else None
@@ -161,24 +163,16 @@ def _content(value: Any) -> str | None:
     return None
 
 
-def _generation_eos(source: ModelSource, config: Mapping[str, Any],
+def _generation_eos(source: ModelSource, config: ModelConfig,
                     specials: SpecialTokens) -> tuple[tuple[int, ...], str | None]:
-    for name, data in (("generation_config", source.generation_config), ("config", config)):
-        if data and "eos_token_id" in data:
-            ids = _id_list(data["eos_token_id"])
-            if ids:
-                return ids, source.provenance.get(name, name)
+    generation = read_generation_eos(source.generation_config,
+                                     _where(source, "generation_config", "generation_config.json"))
+    for name, ids in (("generation_config", generation), ("config", config.eos_ids())):
+        if ids:
+            return ids, source.provenance.get(name, name)
     if specials.eos is not None and specials.eos.id is not None:
         return (specials.eos.id,), source.provenance.get("tokenizer_config", "tokenizer")
     return (), None
-
-
-def _id_list(value: Any) -> tuple[int, ...]:
-    if type(value) is int and value >= 0:
-        return (value,)
-    if isinstance(value, list):
-        return tuple(dict.fromkeys(v for v in value if type(v) is int and v >= 0))
-    return ()
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -211,10 +205,8 @@ def _pick(tensors: Mapping[str, TensorShape], suffixes: Sequence[str]) -> Tensor
     return None
 
 
-def _embeddings(tensors: Mapping[str, TensorShape] | None, config: Mapping[str, Any],
-                text_config: Mapping[str, Any], config_vocab: int | None) -> Embeddings:
-    tie_value = config.get("tie_word_embeddings", text_config.get("tie_word_embeddings"))
-    hidden = _int_or_none(config.get("hidden_size", text_config.get("hidden_size")))
+def _embeddings(tensors: Mapping[str, TensorShape] | None, config: ModelConfig) -> Embeddings:
+    tie_value, hidden, config_vocab = config.tie_word_embeddings, config.hidden_size, config.vocab_size
     if tensors:
         embed = _pick(tensors, INPUT_SUFFIXES)
         head = _pick(tensors, OUTPUT_SUFFIXES)
@@ -228,6 +220,5 @@ def _embeddings(tensors: Mapping[str, TensorShape] | None, config: Mapping[str, 
             return Embeddings(embed.shape[0] if embed else None, head.shape[0], embed.name if embed else None,
                               head.name, False, hidden or head.shape[1], "tensors")
     if config_vocab is not None:
-        tied = tie_value if isinstance(tie_value, bool) else None
-        return Embeddings(config_vocab, config_vocab, None, None, tied, hidden, "config")
+        return Embeddings(config_vocab, config_vocab, None, None, tie_value, hidden, "config")
     return Embeddings(None, None, None, None, None, hidden, "unknown")
