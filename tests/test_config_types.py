@@ -79,7 +79,8 @@ def test_a_config_value_of_the_wrong_type_is_the_same_one_line_in_every_command(
 
 
 def test_a_generation_config_eos_of_the_wrong_type_is_one_line(capsys, qwen_pair, tmp_path):
-    """generation_config.json's eos ids decide when generation stops: a string is refused, not skipped for config.json's."""
+    """generation_config.json's eos ids decide when generation stops: a string is refused, not skipped in favour of
+    config.json's."""
     _, draft = qwen_pair
     bad = edited_model(draft, tmp_path / "bad", generation={"eos_token_id": "151645"})
     code, _, err = cli(capsys, "inspect", bad)

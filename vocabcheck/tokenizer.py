@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import operator
 import re
 from collections import ChainMap, OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -128,7 +130,7 @@ def tokenizer_profile(text: str, where: str) -> TokenizerProfile:
 def _tokenizer_document(text: str, where: str) -> dict[str, Any]:
     from .sources.base import parse_json
 
-    document = parse_json(text, where, "tokenizer.json")
+    document = parse_json(text, where, "tokenizer.json", strict_numbers=True)
     if not isinstance(document, dict) or not isinstance(document.get("model"), dict):
         raise InputError("not a tokenizers JSON file: no 'model' object", where)
     return document
@@ -151,13 +153,17 @@ def profile_tokenizer(document: Mapping[str, Any], where: str) -> TokenizerProfi
     vocab = model.get("vocab")
     if model_type == "Unigram":
         if not isinstance(vocab, list) or not all(
-                isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and isinstance(e[1], (int, float))
+                isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and type(e[1]) in (int, float)
                 for e in vocab):
             raise InputError("Unigram vocab must be a list of [piece, score] pairs", where)
         if not all(type(e[1]) is float or -1e308 < e[1] < 1e308 for e in vocab):  # float() of a huge integer fails
             raise InputError("Unigram scores must be numbers a float can hold", where)
         tokens: list[str | None] = [entry[0] for entry in vocab]
         scores = tuple(float(entry[1]) for entry in vocab)
+        if not all(map(math.isfinite, scores)):  # a document built in Python (JSON text cannot say NaN: parse_json)
+            bad = next(i for i, score in enumerate(scores) if not math.isfinite(score))
+            raise InputError(f"Unigram piece {bad} {tokens[bad]!r} has the score {scores[bad]}; the tokenizers "
+                             "library needs finite scores", where)
         regular_ids: Mapping[str, int] = {piece: i for i, piece in enumerate(tokens)}
     else:
         if not isinstance(vocab, dict):
@@ -166,6 +172,7 @@ def profile_tokenizer(document: Mapping[str, Any], where: str) -> TokenizerProfi
         regular_ids = vocab
         if model_type == "BPE":
             merges = _merges(model.get("merges", []), where)
+            _check_merges(merges, vocab, params["continuing_subword_prefix"], where)
     regular_count = len(tokens) - tokens.count(None)
 
     added = _added_tokens(document.get("added_tokens") or [], where)
@@ -244,7 +251,7 @@ def _merges(raw: Any, where: str) -> tuple[tuple[str, str] | list[str], ...]:
         raise InputError("BPE merges must be a list", where)
     kinds = set(map(type, raw))
     if kinds <= {str}:
-        pairs = [merge.split(" ", 1) for merge in raw]
+        pairs = [merge.split(" ") for merge in raw]  # exactly one space, as the tokenizers library reads them
     elif kinds <= {list}:
         pairs = raw
     else:
@@ -255,6 +262,50 @@ def _merges(raw: Any, where: str) -> tuple[tuple[str, str] | list[str], ...]:
     if kinds <= {list} and not set(map(type, itertools.chain.from_iterable(pairs))) <= {str}:
         raise InputError("BPE merges must pair strings", where)
     return tuple(pairs)
+
+
+def _check_merges(merges: Sequence[Sequence[str]], vocab: Mapping[str, int], prefix: str | None, where: str) -> None:
+    """Every merge joins two tokens of the vocabulary into a third one, as the tokenizers library requires when it
+    builds the model (it refuses the file otherwise, or panics): checked here, so that such a file is refused by every
+    command, whether or not the probe builds the tokenizer. With a ``continuing_subword_prefix`` the library drops
+    that many bytes from the second token before it joins the two.
+
+    By whole-list checks on the usual path (~50 ms for Qwen2.5's 151k merges).
+    """
+    if prefix is not None and not isinstance(prefix, str):
+        raise InputError(f"continuing_subword_prefix must be a string, found {prefix!r}"[:200], where)
+    if prefix is None:
+        contains = vocab.__contains__
+        if all(map(contains, itertools.chain.from_iterable(merges))) \
+                and all(map(contains, itertools.starmap(operator.add, merges))):
+            return
+    width = len(prefix.encode("utf-8", errors="surrogatepass")) if prefix else 0
+    for rank, (first, second) in enumerate(merges):
+        merge = f"BPE merge {rank} ({_clip(first)} {_clip(second)})"
+        for token in (first, second):
+            if token not in vocab:
+                raise InputError(f"{_CANNOT_LOAD}: {merge} names {_clip(token)}, which is not in the vocabulary", where)
+        tail = second
+        if width:
+            raw = second.encode("utf-8", errors="surrogatepass")
+            try:
+                tail = raw[width:].decode("utf-8") if len(raw) >= width else None
+            except UnicodeDecodeError:
+                tail = None
+            if tail is None:  # the library panics slicing the token
+                raise InputError(f"{_CANNOT_LOAD}: {merge}: the second token does not begin with {width} whole "
+                                 f"bytes to drop for the continuing_subword_prefix {_clip(prefix)}", where)
+        if first + tail not in vocab:
+            raise InputError(f"{_CANNOT_LOAD}: {merge} makes {_clip(first + tail)}, which is not in the vocabulary",
+                             where)
+
+
+_CANNOT_LOAD = "the tokenizers library cannot load this tokenizer"
+
+
+def _clip(token: str, limit: int = 40) -> str:
+    text = repr(token)
+    return text if len(text) <= limit else text[: limit - 2] + "…'"
 
 
 def _added_tokens(raw: Any, where: str) -> tuple[AddedToken, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -139,14 +140,37 @@ _SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\xed[\xa0-\xbf]")
 
 
-def parse_json(data: bytes | str, where: str | Path, what: str) -> Any:
+class _NotAJsonNumber(ValueError):
+    """A number JSON cannot hold: ``NaN``, ``Infinity``, ``-Infinity``, or a literal beyond a 64-bit float."""
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NotAJsonNumber(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotAJsonNumber(f"the number {text[:40]} is beyond what a 64-bit float holds")
+    return value
+
+
+def parse_json(data: bytes | str, where: str | Path, what: str, *, strict_numbers: bool = False) -> Any:
     """Parse a JSON text; every way it can fail is an :class:`InputError` naming ``where``.
 
     Strings must be Unicode text: an unpaired surrogate (``"\\udc80"``, which Python's parser accepts and the
     `tokenizers` library refuses) cannot be printed or written as UTF-8, so it is refused here.
+
+    Python's parser also reads ``NaN``, ``Infinity`` and ``-Infinity``, which JSON does not have, and turns ``1e400``
+    into an infinity. transformers reads config files with Python's parser, so they keep that leniency; the `tokenizers`
+    library (serde_json) refuses all four anywhere in a tokenizer.json, so ``strict_numbers`` refuses them too.
     """
+    hooks: dict[str, Any] = {"parse_constant": _refuse_constant, "parse_float": _finite_float} if strict_numbers \
+        else {}
     try:
-        value = json.loads(data)
+        value = json.loads(data, **hooks)
+    except _NotAJsonNumber as exc:
+        raise InputError(f"{what} is not valid JSON ({exc}; the tokenizers library refuses it)", where) from exc
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} is not UTF-8 text", where) from exc
     except json.JSONDecodeError as exc:
