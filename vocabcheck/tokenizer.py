@@ -115,7 +115,11 @@ _RECENT_SIZE = 4
 
 def tokenizer_profile(text: str, where: str) -> TokenizerProfile:
     """Profile a tokenizer JSON text. Byte-identical texts (a model family sharing one tokenizer.json) are profiled
-    once per process: the last few profiles are kept by the SHA-256 of the text."""
+    once per process: the last few profiles are kept by the SHA-256 of the text. A text of more entries than
+    :func:`~vocabcheck.sources.base.max_tokenizer_entries` is refused before anything is parsed."""
+    from .sources.base import check_entries, max_tokenizer_entries
+
+    check_entries(text, where, "tokenizer.json", max_tokenizer_entries())
     key = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
     if key in _RECENT:
         _RECENT.move_to_end(key)
