@@ -97,7 +97,8 @@ KEYS = ("type", "model", "vocab", "merges", "added_tokens", "normalizer", "pre_t
         "vocab_size", "eos_token_id", "bos_token_id", "pad_token_id", "tie_word_embeddings", "hidden_size",
         "chat_template", "architectures", "model_type", "added_tokens_decoder", "eos_token", "bos_token",
         "add_bos_token", "weight_map", "metadata", "dtype", "shape", "data_offsets", "__metadata__", "pattern",
-        "Regex", "String", "behavior", "single", "pair", "special_tokens", "ids", "tokens", "sep", "cls")
+        "Regex", "String", "behavior", "single", "pair", "special_tokens", "ids", "tokens", "sep", "cls",
+        "unk_token_id", "sliding_window", "layer_types", "torch_dtype")
 
 
 def interesting(chooser: Chooser, document: Any) -> Any:

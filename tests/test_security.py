@@ -394,6 +394,7 @@ def test_the_size_caps_have_their_documented_values():
     assert base.MAX_CONFIG_JSON_BYTES == base.MAX_INDEX_JSON_BYTES == 32 * 2**20
     assert base.MAX_CHAT_TEMPLATE_BYTES == 4 * 2**20
     assert checkpoint.MAX_SAFETENSORS_HEADER_BYTES == 100 * 2**20
+    assert base.MAX_TOKENIZER_ENTRIES == 3_000_000  # entries counted before a tokenizer.json is parsed
 
 
 # --- deep nesting ------------------------------------------------------------------------------------------------

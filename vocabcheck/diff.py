@@ -1,93 +1,33 @@
 """Findings between two profiles: each with a stable code, a severity and a message that names ids and strings.
 
 The codes are part of the JSON schema and of `gate` manifests (``allow = [...]``); they never change meaning.
-See :data:`CODES` for the catalogue.
+See :data:`vocabcheck.findings.CODES` for the catalogue.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
+from .findings import (  # noqa: F401  (CODES, Finding and Severity are re-exported: they were defined here)
+    CODES,
+    SHOW,
+    Finding,
+    Severity,
+    _id_span,
+    _ids,
+    _ids_with_tokens,
+    _merge,
+    _more,
+    _short,
+    _special,
+    _special_json,
+    _tok,
+)
 from .probe import ProbeResult, run_probe
-from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile, is_placeholder
-
-
-class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
-    INFO = "info"
-
-    @property
-    def rank(self) -> int:
-        return {"error": 0, "warning": 1, "info": 2}[self.value]
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    severity: Severity
-    message: str
-    details: Mapping[str, Any] = field(default_factory=dict)
-
-
-CODES: dict[str, str] = {
-    "vocab.summary": "how the two id→string maps line up (counts, first divergent id)",
-    "vocab.conflict": "ids that mean different strings in target and draft",
-    "vocab.moved": "strings that sit at different ids in target and draft",
-    "vocab.target-extends": "tokens only the target has; the draft never proposes them",
-    "vocab.draft-extends": "tokens only the draft has; their probability is dropped",
-    "vocab.placeholder-renamed": "reserved/placeholder ids that one side gave a real name",
-    "vocab.padding-tokens": "placeholder tokens only one side lists (GGUF [PADn] padding): padding rows",
-    "vocab.low-overlap": "the draft shares less than half of the target's ids",
-    "added.flags": "the same added token with different flags (special, normalized, lstrip, rstrip, single_word)",
-    "added.kind": "a token that is an added token on one side and a regular token on the other",
-    "tokenizer.model-type": "different tokenizer models (BPE, Unigram, WordPiece, WordLevel)",
-    "tokenizer.model-params": "different tokenizer model parameters (byte_fallback, unk_token, ignore_merges...)",
-    "tokenizer.merges": "different BPE merges or merge order",
-    "tokenizer.scores": "different Unigram scores",
-    "pipeline.normalizer": "different normalizers",
-    "pipeline.pre-tokenizer": "different pre-tokenizers",
-    "pipeline.post-processor": "different post-processors",
-    "pipeline.decoder": "different decoders",
-    "special.bos": "different beginning-of-sequence tokens",
-    "special.eos": "different end-of-sequence tokens",
-    "special.pad": "different padding tokens",
-    "special.unk": "different unknown tokens",
-    "special.missing": "a special token that is not in its own vocabulary",
-    "special.add-bos": "one tokenizer adds a token before a sequence and the other does not",
-    "special.add-eos": "one tokenizer adds a token after a sequence and the other does not",
-    "generation.eos": "different generation-config eos ids",
-    "chat-template": "different chat templates",
-    "rows.unknown": "no checkpoint: embedding rows are unknown",
-    "rows.config-mismatch": "config vocab_size disagrees with the real embedding tensors",
-    "rows.embed-head-mismatch": "input embedding and lm_head have different rows",
-    "rows.tokenizer-overflow": "the tokenizer emits ids beyond the model's rows: the model itself is broken",
-    "rows.padded": "the models have different rows; the alignment pads or cuts",
-    "engine.vocab-size": "what engines that compare config.vocab_size conclude",
-    "probe.encodings": "the built-in corpus encodes differently",
-}
-
-SHOW = 5  # examples named in one message
-
-
-@dataclass(frozen=True)
-class VocabMatch:
-    """How the id→string maps of target and draft line up, id by id."""
-
-    target_size: int
-    draft_size: int
-    shared: int
-    shared_ranges: tuple[tuple[int, int], ...]
-    conflicts: tuple[tuple[int, str, str], ...]
-    renamed: tuple[tuple[int, str | None, str | None], ...]
-    target_only: tuple[tuple[int, str], ...]
-    draft_only: tuple[tuple[int, str], ...]
-    padding: tuple[tuple[int, str, str], ...]  # (id, "target"/"draft", token): placeholders only one side has
-    moved: tuple[tuple[str, int, int], ...]
-    first_divergent_id: int | None
+from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile
+from .vocab import VocabMatch, match_vocab  # noqa: F401  (re-exported: they were defined here)
 
 
 @dataclass(frozen=True)
@@ -164,65 +104,6 @@ def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = 
 
 
 # --- vocab ------------------------------------------------------------------------------------------------------
-
-
-def match_vocab(target: TokenizerProfile, draft: TokenizerProfile) -> VocabMatch:
-    tt, dt = target.tokens, draft.tokens
-    common = min(len(tt), len(dt))
-    if tt[:common] == dt[:common]:
-        differing: list[int] = []
-    else:
-        differing = [i for i, (a, b) in enumerate(zip(tt, dt)) if a != b]
-    conflicts, renamed, target_only, draft_only = [], [], [], []
-    for i in differing:
-        a, b = tt[i], dt[i]
-        if a is None:
-            draft_only.append((i, b))
-        elif b is None:
-            target_only.append((i, a))
-        elif is_placeholder(a) or is_placeholder(b):
-            renamed.append((i, a, b))
-        else:
-            conflicts.append((i, a, b))
-    target_only += [(i, tt[i]) for i in range(common, len(tt)) if tt[i] is not None]
-    draft_only += [(i, dt[i]) for i in range(common, len(dt)) if dt[i] is not None]
-    # placeholders that only one side lists (llama.cpp pads GGUF token lists with [PAD123]) are padding rows
-    padding = sorted([(i, "target", t) for i, t in target_only if is_placeholder(t)]
-                     + [(i, "draft", t) for i, t in draft_only if is_placeholder(t)])
-    target_only = [(i, t) for i, t in target_only if not is_placeholder(t)]
-    draft_only = [(i, t) for i, t in draft_only if not is_placeholder(t)]
-
-    moved: list[tuple[str, int, int]] = []
-    if conflicts or target_only or draft_only:
-        t_ids, d_ids = target.ids, draft.ids
-        candidates = {a for _, a, _ in conflicts} | {a for _, a in target_only}
-        for string in sorted(candidates, key=lambda s: t_ids[s]):
-            if string in d_ids and d_ids[string] != t_ids[string]:
-                moved.append((string, t_ids[string], d_ids[string]))
-
-    # ids both sides define with the same string, as [start, end) ranges
-    ranges: list[tuple[int, int]] = []
-    if not differing and None not in tt[:common]:
-        ranges = [(0, common)] if common else []
-    bad = set(differing)
-    start = None
-    for i in range(common + 1) if not ranges and common else ():
-        good = i < common and i not in bad and tt[i] is not None
-        if good and start is None:
-            start = i
-        elif not good and start is not None:
-            ranges.append((start, i))
-            start = None
-    shared = sum(end - begin for begin, end in ranges)
-    divergent = [i for i in differing if tt[i] is not None or dt[i] is not None]
-    if len(tt) != len(dt):
-        divergent.append(common)
-    return VocabMatch(
-        target_size=len(tt), draft_size=len(dt), shared=shared, shared_ranges=tuple(ranges),
-        conflicts=tuple(conflicts), renamed=tuple(renamed), target_only=tuple(target_only),
-        draft_only=tuple(draft_only), padding=tuple(padding), moved=tuple(moved),
-        first_divergent_id=min(divergent) if divergent else None,
-    )
 
 
 def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: TokenizerProfile) -> Iterator[Finding]:
@@ -528,50 +409,3 @@ def _probe_finding(result: ProbeResult, vocab: VocabMatch) -> Finding:
         {"texts": result.texts, "differing": result.differing, "first_text": result.first_text,
          "target_ids": list(result.target_ids), "draft_ids": list(result.draft_ids)},
     )
-
-
-# --- message helpers --------------------------------------------------------------------------------------------
-
-
-def _tok(token: str | None) -> str:
-    if token is None:
-        return "(none)"
-    text = repr(token)
-    return text if len(text) <= 40 else text[:37] + "…'"
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _more(items: Sequence[Any], shown: int = SHOW) -> str:
-    return f" (and {len(items) - shown:,} more)" if len(items) > shown else ""
-
-
-def _id_span(items: Sequence[tuple[int, str]]) -> str:
-    first, last = items[0][0], items[-1][0]
-    return f"id {first}" if first == last else f"ids {first}–{last}"
-
-
-def _merge(merges: Sequence[tuple[str, ...]], rank: int) -> str:
-    return _short(" ".join(merges[rank])) if rank < len(merges) else "(none)"
-
-
-def _ids(ids: Sequence[int], tokenizer: TokenizerProfile) -> str:
-    return "nothing" if not ids else ", ".join(f"{_tok(tokenizer.token(i))} ({i})" for i in ids)
-
-
-def _ids_with_tokens(ids: Sequence[int], tokens: Sequence[str], limit: int = 8) -> str:
-    shown = " ".join(f"{i}:{_tok(t)}" for i, t in list(zip(ids, tokens))[:limit])
-    return f"[{shown}{' …' if len(ids) > limit else ''}]"
-
-
-def _special(token) -> str:
-    if token is None:
-        return "none"
-    return f"{_tok(token.content)} (id {token.id if token.id is not None else 'missing'})"
-
-
-def _special_json(token) -> dict[str, Any] | None:
-    return None if token is None else {"content": token.content, "id": token.id}

@@ -30,6 +30,7 @@ def model_directory(profile: ModelProfile) -> Path:
 def load_model(profile: ModelProfile, device, dtype):
     """A causal LM from its directory, never with repository code, in eval mode on ``device``."""
     import transformers
+    from huggingface_hub.errors import StrictDataclassError  # transformers' config validation
     from transformers import AutoModelForCausalLM
 
     transformers.logging.set_verbosity_error()
@@ -38,7 +39,7 @@ def load_model(profile: ModelProfile, device, dtype):
     try:
         model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype, trust_remote_code=False,
                                                      local_files_only=True)
-    except (OSError, ValueError, KeyError, RuntimeError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError, KeyError, RuntimeError, TypeError, AttributeError, StrictDataclassError) as exc:
         raise InputError(f"transformers cannot load this model: {str(exc).strip().splitlines()[0][:300]}",
                          directory) from exc
     model.to(device)

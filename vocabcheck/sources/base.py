@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
+import operator
 import os
 import re
 import stat
@@ -13,7 +16,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, SourceNotFound, library_failure, panic_output_dropped
+from ..errors import InputError, SourceNotFound, VocabcheckError, library_failure, panic_output_dropped
 
 # Size caps, checked before a file is read into memory. Real tokenizer.json files reach ~35 MB (Gemma 3), real
 # tokenizer_config.json files a few MB (256k added_tokens_decoder entries).
@@ -21,6 +24,14 @@ MAX_TOKENIZER_JSON_BYTES = 256 * 1024 * 1024
 MAX_CONFIG_JSON_BYTES = 32 * 1024 * 1024
 MAX_INDEX_JSON_BYTES = 32 * 1024 * 1024
 MAX_CHAT_TEMPLATE_BYTES = 4 * 1024 * 1024
+
+# Entries (array items and object members) a tokenizer.json may hold, counted before it is parsed: a vocabulary token
+# is one entry, a merge written as a pair three (the pair and its two strings), a Unigram piece three. Parsing and
+# profiling cost about 400 bytes per entry, and comparing two different tokenizers builds both for the probe: a pair of
+# 3,000,000-entry files peaks at about 2.2 GB (a 10-million-token vocabulary, 188 MB, took 5.7 GB and 153 s). Real
+# files hold up to about 1.9 million (Gemma 3: 262,144 tokens and 514,906 merges written as pairs).
+MAX_TOKENIZER_ENTRIES = 3_000_000
+TOKENIZER_ENTRIES_ENV = "VOCABCHECK_MAX_TOKENIZER_ENTRIES"
 
 
 @dataclass(frozen=True)
@@ -139,14 +150,37 @@ _SURROGATE_TEXT = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 _SURROGATE_BYTES = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}|\xed[\xa0-\xbf]")
 
 
-def parse_json(data: bytes | str, where: str | Path, what: str) -> Any:
+class _NotAJsonNumber(ValueError):
+    """A number JSON cannot hold: ``NaN``, ``Infinity``, ``-Infinity``, or a literal beyond a 64-bit float."""
+
+
+def _refuse_constant(name: str) -> float:
+    raise _NotAJsonNumber(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _NotAJsonNumber(f"the number {text[:40]} is beyond what a 64-bit float holds")
+    return value
+
+
+def parse_json(data: bytes | str, where: str | Path, what: str, *, strict_numbers: bool = False) -> Any:
     """Parse a JSON text; every way it can fail is an :class:`InputError` naming ``where``.
 
     Strings must be Unicode text: an unpaired surrogate (``"\\udc80"``, which Python's parser accepts and the
     `tokenizers` library refuses) cannot be printed or written as UTF-8, so it is refused here.
+
+    Python's parser also reads ``NaN``, ``Infinity`` and ``-Infinity``, which JSON does not have, and turns ``1e400``
+    into an infinity. transformers reads config files with Python's parser, so they keep that leniency; the `tokenizers`
+    library (serde_json) refuses all four anywhere in a tokenizer.json, so ``strict_numbers`` refuses them too.
     """
+    hooks: dict[str, Any] = {"parse_constant": _refuse_constant, "parse_float": _finite_float} if strict_numbers \
+        else {}
     try:
-        value = json.loads(data)
+        value = json.loads(data, **hooks)
+    except _NotAJsonNumber as exc:
+        raise InputError(f"{what} is not valid JSON ({exc}; the tokenizers library refuses it)", where) from exc
     except UnicodeDecodeError as exc:
         raise InputError(f"{what} is not UTF-8 text", where) from exc
     except json.JSONDecodeError as exc:
@@ -168,6 +202,50 @@ def parse_json(data: bytes | str, where: str | Path, what: str) -> Any:
         except RecursionError as exc:
             raise InputError(f"{what} is nested too deeply to read", where) from exc
     return value
+
+
+def max_tokenizer_entries() -> int:
+    """The entry limit of a tokenizer.json: :data:`MAX_TOKENIZER_ENTRIES`, or ``VOCABCHECK_MAX_TOKENIZER_ENTRIES``."""
+    value = os.environ.get(TOKENIZER_ENTRIES_ENV, "").strip().replace("_", "").replace(",", "")
+    if not value:
+        return MAX_TOKENIZER_ENTRIES
+    if not value.isdigit() or int(value) < 1:
+        raise VocabcheckError(f"{TOKENIZER_ENTRIES_ENV} must be a positive whole number of entries, not "
+                              f"{os.environ[TOKENIZER_ENTRIES_ENV]!r}"[:200])
+    return int(value)
+
+
+def check_entries(text: str, where: str | Path, what: str, limit: int) -> None:
+    """Refuse a JSON text of more than ``limit`` entries (array items and object members) before it is parsed.
+
+    Every entry follows an opening bracket or a comma, so counting those characters bounds the entries from above
+    without allocating anything (~0.3 s for 188 MB); only a text over the limit by that count is counted exactly, by
+    the regular expression engine skipping strings, and only until the count passes the limit (about a second per
+    million entries, and no memory).
+    """
+    bound = text.count(",") + text.count("[") + text.count("{")
+    if bound <= limit or count_entries(text, above=limit) <= limit:
+        return
+    raise InputError(f"{what} holds more than {limit:,} entries (tokens, merges, ids...; at most {bound:,}), the "
+                     f"limit that keeps a comparison within a few GB of memory; {TOKENIZER_ENTRIES_ENV} raises it",
+                     where)
+
+
+def count_entries(text: str, *, above: int | None = None) -> int:
+    """The array items and object members of a JSON text: its commas and the brackets that open a non-empty array or
+    object, outside strings. Exact for valid JSON; off by one at most for a text that ends inside a value. With
+    ``above``, the count stops once it passes ``above`` and says ``above + 1``."""
+    # each match runs up to one such character, or to the end; the text's tail makes one more match, and the empty
+    # string at its very end another (one if the text ends on such a character)
+    found = _UP_TO_AN_ENTRY.finditer(text)  # counted in C, each match dropped at once: nothing accumulates
+    matches = sum(map(operator.truth, found if above is None else itertools.islice(found, above + 3)))
+    return max(matches - 2, 0)
+
+
+# Possessive throughout, so that no input makes the engine backtrack: runs of other characters, whole strings (an
+# unterminated one runs to the end), openers of empty arrays and objects; then a comma or an opener, or the end.
+_UP_TO_AN_ENTRY = re.compile(r'''(?:[^",\[{]++|"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)|[\[{](?=\s*+[\]}]))*+'''
+                             r"(?:[,\[{]|\Z)", re.DOTALL)
 
 
 def read_json_object(path: Path, limit: int, what: str) -> dict[str, Any]:

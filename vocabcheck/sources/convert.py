@@ -13,6 +13,9 @@
 from __future__ import annotations
 
 import base64
+import itertools
+import operator
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,6 +185,7 @@ MAX_TIKTOKEN_MERGE_WORK = 100_000_000  # the sum of squared token lengths (Qwen3
 
 def read_tiktoken_ranks(data: bytes, where: str | Path) -> dict[bytes, int]:
     """Parse a tiktoken ranks file: one ``base64-token rank`` pair per line; ranks are distinct non-negative ids."""
+    _check_rank_count(data, where)
     ranks: dict[bytes, int] = {}
     seen: dict[int, int] = {}
     work = 0
@@ -214,6 +218,23 @@ def read_tiktoken_ranks(data: bytes, where: str | Path) -> dict[bytes, int]:
         raise InputError("tiktoken file holds more long tokens than any real vocabulary (the sum of squared token "
                          f"lengths is {work:,}, over {MAX_TIKTOKEN_MERGE_WORK:,})", where)
     return ranks
+
+
+def _check_rank_count(data: bytes, where: str | Path) -> None:
+    """Refuse, before splitting its lines, a ranks file whose tokenizer.json would hold more entries than the profile
+    accepts (:func:`~vocabcheck.sources.base.check_entries`): each rank is at least one entry, its vocabulary token."""
+    from .base import TOKENIZER_ENTRIES_ENV, max_tokenizer_entries
+
+    limit = max_tokenizer_entries()
+    if data.count(b"\n") + 1 <= limit:
+        return
+    if sum(map(operator.truth, itertools.islice(_RANK_LINE.finditer(data), limit + 1))) > limit:
+        raise InputError(f"tiktoken ranks file holds more than {limit:,} ranks, each an entry of its tokenizer.json: "
+                         f"over the {limit:,}-entry limit that keeps a comparison within a few GB of memory; "
+                         f"{TOKENIZER_ENTRIES_ENV} raises it", where)
+
+
+_RANK_LINE = re.compile(rb"^[ \t\r\f\v]*[^\s]", re.MULTILINE)  # a line that is not blank
 
 
 def from_tiktoken_ranks(ranks: Mapping[bytes, int], pattern: str, added: Iterable[AddedTokenSpec] = (),
