@@ -6,6 +6,8 @@ See :data:`CODES` for the catalogue.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -13,6 +15,7 @@ from typing import Any
 
 from .probe import ProbeResult, run_probe
 from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile, is_placeholder
+from .translation import Intersection, Translation, describe_bytes, intersect, translate, unreachable_examples
 
 
 class Severity(str, Enum):
@@ -68,9 +71,14 @@ CODES: dict[str, str] = {
     "rows.padded": "the models have different rows; the alignment pads or cuts",
     "engine.vocab-size": "what engines that compare config.vocab_size conclude",
     "probe.encodings": "the built-in corpus encodes differently",
+    "translation.intersection": "the tokens both tokenizers share by the bytes they stand for: what a translated "
+                                "draft can propose",
 }
 
 SHOW = 5  # examples named in one message
+# Every alternative of profile.PLACEHOLDER opens with "<" or "[" (tests/test_translation.py checks it): a cheap test
+# before the regular expression, on vocabularies that differ at every id. "" is in every string, so it is kept.
+PLACEHOLDER_START = "<["
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,7 @@ class Diff:
     findings: tuple[Finding, ...]
     vocab: VocabMatch
     probe: ProbeResult | None
+    translation: Translation | None = None  # for tokenizers that differ: what a translated draft can propose
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,7 @@ class TokenizerDiff:
     vocab: VocabMatch
     findings: tuple[Finding, ...]
     probe: ProbeResult | None
+    intersection: Intersection | None = None  # tokenizers that differ: the tokens they share by bytes
 
 
 class TokenizerDiffCache:
@@ -145,8 +155,12 @@ def diff_profiles(target: ModelProfile, draft: ModelProfile, *, probe: bool = Tr
     findings += _row_findings(target, draft, tokenizers.vocab)
     if tokenizers.probe is not None:
         findings.append(_probe_finding(tokenizers.probe, tokenizers.vocab))
+    translation = None
+    if tokenizers.intersection is not None:
+        translation = translate(target, draft, tokenizers.intersection)
+        findings.append(_translation_finding(translation))
     findings.sort(key=lambda f: f.severity.rank)
-    return Diff(findings=tuple(findings), vocab=tokenizers.vocab, probe=tokenizers.probe)
+    return Diff(findings=tuple(findings), vocab=tokenizers.vocab, probe=tokenizers.probe, translation=translation)
 
 
 def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = True) -> TokenizerDiff:
@@ -160,22 +174,30 @@ def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = 
     result = None
     if probe and target.fingerprint != draft.fingerprint:
         result = run_probe(target.source.tokenizer, draft.source.tokenizer)
-    return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result)
+    intersection = (intersect(target.tokenizer, draft.tokenizer) if target.fingerprint != draft.fingerprint
+                    else None)
+    return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result, intersection=intersection)
 
 
 # --- vocab ------------------------------------------------------------------------------------------------------
 
 
 def match_vocab(target: TokenizerProfile, draft: TokenizerProfile) -> VocabMatch:
+    # Whole-list operations and plain dicts: two unrelated 150k-250k vocabularies differ at nearly every id, and a
+    # Python-level step per id (or a ChainMap lookup per string) costs seconds there.
     tt, dt = target.tokens, draft.tokens
     common = min(len(tt), len(dt))
     if tt[:common] == dt[:common]:
         differing: list[int] = []
     else:
-        differing = [i for i, (a, b) in enumerate(zip(tt, dt)) if a != b]
-    conflicts, renamed, target_only, draft_only = [], [], [], []
-    for i in differing:
-        a, b = tt[i], dt[i]
+        differing = list(itertools.compress(range(common), map(operator.ne, tt, dt)))
+    conflicts: list[tuple[int, str, str]] = []
+    renamed, target_only, draft_only = [], [], []
+    t_at, d_at = [tt[i] for i in differing], [dt[i] for i in differing]
+    # ids where a side has no token or may hold a placeholder get a closer look; every other one is a conflict
+    closer = [a is None or b is None or a[:1] in PLACEHOLDER_START or b[:1] in PLACEHOLDER_START
+              for a, b in zip(t_at, d_at)]
+    for i, a, b in itertools.compress(zip(differing, t_at, d_at), closer):
         if a is None:
             draft_only.append((i, b))
         elif b is None:
@@ -184,45 +206,61 @@ def match_vocab(target: TokenizerProfile, draft: TokenizerProfile) -> VocabMatch
             renamed.append((i, a, b))
         else:
             conflicts.append((i, a, b))
+    if conflicts:
+        conflicts += itertools.compress(zip(differing, t_at, d_at), map(operator.not_, closer))
+        conflicts.sort()
+    else:
+        conflicts = list(itertools.compress(zip(differing, t_at, d_at), map(operator.not_, closer)))
     target_only += [(i, tt[i]) for i in range(common, len(tt)) if tt[i] is not None]
     draft_only += [(i, dt[i]) for i in range(common, len(dt)) if dt[i] is not None]
     # placeholders that only one side lists (llama.cpp pads GGUF token lists with [PAD123]) are padding rows
-    padding = sorted([(i, "target", t) for i, t in target_only if is_placeholder(t)]
-                     + [(i, "draft", t) for i, t in draft_only if is_placeholder(t)])
-    target_only = [(i, t) for i, t in target_only if not is_placeholder(t)]
-    draft_only = [(i, t) for i, t in draft_only if not is_placeholder(t)]
+    t_flags = [t[:1] in PLACEHOLDER_START and is_placeholder(t) for _, t in target_only]
+    d_flags = [t[:1] in PLACEHOLDER_START and is_placeholder(t) for _, t in draft_only]
+    padding = sorted([(i, "target", t) for i, t in itertools.compress(target_only, t_flags)]
+                     + [(i, "draft", t) for i, t in itertools.compress(draft_only, d_flags)])
+    target_only = list(itertools.compress(target_only, map(operator.not_, t_flags)))
+    draft_only = list(itertools.compress(draft_only, map(operator.not_, d_flags)))
 
     moved: list[tuple[str, int, int]] = []
     if conflicts or target_only or draft_only:
-        t_ids, d_ids = target.ids, draft.ids
-        candidates = {a for _, a, _ in conflicts} | {a for _, a in target_only}
-        for string in sorted(candidates, key=lambda s: t_ids[s]):
-            if string in d_ids and d_ids[string] != t_ids[string]:
-                moved.append((string, t_ids[string], d_ids[string]))
+        t_ids, d_ids = _string_ids(target), _string_ids(draft)
+        ids = sorted([i for i, _, _ in conflicts] + [i for i, _ in target_only])
+        strings = [tt[i] for i in ids]
+        if list(map(t_ids.__getitem__, strings)) == ids:  # each string at its own id: distinct and in order
+            ordered: Iterator[tuple[int, str]] = zip(ids, strings)
+        else:  # a string at two ids (Unigram), or one an added token shadows: order by the id it maps to
+            ordered = iter(sorted((t_ids[string], string) for string in set(strings)))
+        ordered_list = list(ordered)
+        found = map(d_ids.get, [string for _, string in ordered_list])
+        moved = [(string, t_id, d_id) for (t_id, string), d_id in zip(ordered_list, found)
+                 if d_id is not None and d_id != t_id]
 
-    # ids both sides define with the same string, as [start, end) ranges
+    # ids both sides define with the same string, as [start, end) ranges: the gaps between the ids that differ or
+    # that neither side defines
     ranges: list[tuple[int, int]] = []
     if not differing and None not in tt[:common]:
         ranges = [(0, common)] if common else []
-    bad = set(differing)
-    start = None
-    for i in range(common + 1) if not ranges and common else ():
-        good = i < common and i not in bad and tt[i] is not None
-        if good and start is None:
-            start = i
-        elif not good and start is not None:
-            ranges.append((start, i))
-            start = None
+    elif common:
+        unused = list(itertools.compress(range(common), map(operator.is_, tt[:common], itertools.repeat(None))))
+        breaks = sorted(set(differing).union(unused)) if unused else differing
+        ranges = [(begin, end) for begin, end in zip([0, *(i + 1 for i in breaks)], [*breaks, common])
+                  if end > begin]
     shared = sum(end - begin for begin, end in ranges)
-    divergent = [i for i in differing if tt[i] is not None or dt[i] is not None]
-    if len(tt) != len(dt):
-        divergent.append(common)
+    # an id in differing has a string on at least one side; every one of them is below common
+    first_divergent = differing[0] if differing else (common if len(tt) != len(dt) else None)
     return VocabMatch(
         target_size=len(tt), draft_size=len(dt), shared=shared, shared_ranges=tuple(ranges),
         conflicts=tuple(conflicts), renamed=tuple(renamed), target_only=tuple(target_only),
         draft_only=tuple(draft_only), padding=tuple(padding), moved=tuple(moved),
-        first_divergent_id=min(divergent) if divergent else None,
+        first_divergent_id=first_divergent,
     )
+
+
+def _string_ids(tokenizer: TokenizerProfile) -> dict[str, int]:
+    """String to id as :attr:`TokenizerProfile.ids` maps it (an added token wins), as a plain dict."""
+    ids = dict(tokenizer.regular_ids)
+    ids.update((added.content, added.id) for added in tokenizer.added)
+    return ids
 
 
 def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: TokenizerProfile) -> Iterator[Finding]:
@@ -351,12 +389,13 @@ def _model_findings(target: TokenizerProfile, draft: TokenizerProfile) -> Iterat
                       + ", ".join(f"{k} {a!r} in the target, {b!r} in the draft" for k, (a, b) in changed.items()),
                       {"changed": {k: list(v) for k, v in changed.items()}})
     if target.merges is not None and draft.merges is not None and target.parts["merges"] != draft.parts["merges"]:
-        t_merges = [tuple(m) for m in target.merges]
-        d_merges = [tuple(m) for m in draft.merges]
-        first = next((i for i, (a, b) in enumerate(zip(t_merges, d_merges)) if a != b), min(len(t_merges),
-                                                                                              len(d_merges)))
+        t_merges = list(map(tuple, target.merges))
+        d_merges = list(map(tuple, draft.merges))
+        first = next(itertools.compress(itertools.count(), map(operator.ne, t_merges, d_merges)),
+                     min(len(t_merges), len(d_merges)))
         t_set, d_set = set(t_merges), set(d_merges)
-        only_t, only_d = len(t_set - d_set), len(d_set - t_set)
+        both = len(t_set & d_set)
+        only_t, only_d = len(t_set) - both, len(d_set) - both
         at = (f"first difference at rank {first}: target {_merge(t_merges, first)}, draft {_merge(d_merges, first)}")
         yield Finding("tokenizer.merges", Severity.WARNING,
                       f"BPE merges differ ({len(t_merges):,} in the target, {len(d_merges):,} in the draft; "
@@ -528,6 +567,34 @@ def _probe_finding(result: ProbeResult, vocab: VocabMatch) -> Finding:
         {"texts": result.texts, "differing": result.differing, "first_text": result.first_text,
          "target_ids": list(result.target_ids), "draft_ids": list(result.draft_ids)},
     )
+
+
+def _translation_finding(translation: Translation) -> Finding:
+    roles = {r.role: {"target": r.target_id, "draft": r.draft_id} for r in translation.roles}
+    if not translation.translatable:
+        return Finding("translation.intersection", Severity.INFO,
+                       f"no translated drafting: {translation.reason}",
+                       {"translatable": False, "reason": translation.reason, "shared_tokens": 0, "roles": roles})
+    mapped = [r for r in translation.roles if r.mapped]
+    unreachable = translation.target_unreachable_count
+    examples = unreachable_examples(translation)
+    message = (f"{translation.shared_tokens:,} regular tokens stand for the same bytes in both "
+               f"({translation.target_share:.1%} of the target's {translation.target_regular:,}, "
+               f"{translation.draft_share:.1%} of the draft's {translation.draft_regular:,}); roles "
+               + (", ".join(f"{r.role} {_tok(r.target_content)} ↔ {_tok(r.draft_content)}" for r in mapped)
+                  or "none mapped")
+               + f"; a translated draft never proposes {unreachable:,} target ids"
+               + (f" (first: {', '.join(f'{_tok(t)} ({i})' for i, t in examples)})" if examples else ""))
+    duplicates = [(side, d) for side, d in (("target", translation.intersection.target_duplicates),
+                                             ("draft", translation.intersection.draft_duplicates)) if d]
+    if duplicates:
+        message += "; " + "; ".join(
+            f"{sum(len(ids) - 1 for _, ids in found):,} {side} tokens repeat the bytes of another (first: "
+            f"{describe_bytes(found[0][0])} is ids {', '.join(map(str, found[0][1]))})" for side, found in duplicates)
+    return Finding("translation.intersection", Severity.INFO, message,
+                   {"translatable": True, "shared_tokens": translation.shared_tokens,
+                    "target_share": translation.target_share, "draft_share": translation.draft_share,
+                    "roles": roles, "target_unreachable": unreachable})
 
 
 # --- message helpers --------------------------------------------------------------------------------------------
