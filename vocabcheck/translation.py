@@ -339,6 +339,12 @@ def _intersect(target: TokenizerProfile, draft: TokenizerProfile) -> Intersectio
         reason = f"the draft's tokenizer is not translatable: {d_vocab.reason}"
     if reason is not None:
         return Intersection(t_vocab, d_vocab, (), (), added_pairs, (), (), reason)
+    if t_vocab.steps == d_vocab.steps and t_vocab.regular == d_vocab.regular and target.tokens == draft.tokens:
+        # the same strings at the same ids, read by the same decoder steps (tokenizers that differ elsewhere): every
+        # regular id pairs with itself, which is also what ranking duplicates pairs
+        duplicates = () if _pure_byte_level(t_vocab) else _duplicates(_groups(t_vocab))
+        return Intersection(t_vocab, d_vocab, t_vocab.regular, d_vocab.regular, added_pairs, duplicates, duplicates,
+                            None)
     if _pure_byte_level(t_vocab) and _pure_byte_level(d_vocab):
         t_ids, d_ids = _match_strings(t_vocab, d_vocab, draft)
         return Intersection(t_vocab, d_vocab, t_ids, d_ids, added_pairs, (), (), None)
@@ -357,11 +363,13 @@ def _intersect(target: TokenizerProfile, draft: TokenizerProfile) -> Intersectio
 def _match_strings(target: VocabBytes, draft: VocabBytes, draft_profile: TokenizerProfile
                    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Pairs by equal strings, for two pure byte-level vocabularies (where equal strings are equal bytes)."""
+    found = list(map(draft_profile.regular_ids.get, _strings(target)))
+    keep = list(map(operator.is_not, found, itertools.repeat(None)))
     # the model vocabulary's id, unless an added token took that id (then it is no regular token of the draft)
     taken = {token.id for token in draft_profile.added}
-    found = map(draft_profile.regular_ids.get, _strings(target))
-    pairs = [(t, d) for t, d in zip(target.regular, found) if d is not None and d not in taken]
-    return tuple(t for t, _ in pairs), tuple(d for _, d in pairs)
+    if not taken.isdisjoint(found):
+        keep = [k and d not in taken for k, d in zip(keep, found)]
+    return tuple(itertools.compress(target.regular, keep)), tuple(itertools.compress(found, keep))
 
 
 def _groups(vocab: VocabBytes) -> dict[bytes, list[int]]:
