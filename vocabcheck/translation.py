@@ -30,6 +30,7 @@ duplicates. Every mapping is one-to-one.
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import itertools
 import operator
@@ -502,10 +503,20 @@ class Translation:
         inter = self.intersection
         if not extra:
             return inter.target_ids, inter.draft_ids
-        merged = extra + [(t, d) for t, d in zip(inter.target_ids, inter.draft_ids)
-                          if t not in taken_t and d not in taken_d]
-        merged.sort()
-        return tuple(t for t, _ in merged), tuple(d for _, d in merged)
+        target_ids, draft_ids = list(inter.target_ids), list(inter.draft_ids)
+        if not (taken_t.isdisjoint(target_ids) and taken_d.isdisjoint(draft_ids)):  # a role held by a regular token
+            keep = [t not in taken_t and d not in taken_d for t, d in zip(target_ids, draft_ids)]
+            target_ids = list(itertools.compress(target_ids, keep))
+            draft_ids = list(itertools.compress(draft_ids, keep))
+        for t, d in sorted(extra, reverse=True):  # a few ids into a sorted list
+            at = bisect.bisect_left(target_ids, t)
+            target_ids.insert(at, t)
+            draft_ids.insert(at, d)
+        return tuple(target_ids), tuple(draft_ids)
+
+    @cached_property
+    def _mapped_targets(self) -> frozenset[int]:
+        return frozenset(self.pairs[0])
 
     @property
     def role_map(self) -> dict[str, tuple[int | None, int | None]]:
@@ -514,7 +525,7 @@ class Translation:
     @cached_property
     def target_unreachable(self) -> tuple[int, ...]:
         """Target ids (regular and added) that a translated draft can never propose: none of its tokens maps there."""
-        mapped = set(self.pairs[0])
+        mapped = self._mapped_targets
         return tuple(i for i, token in enumerate(self.target_tokens) if token is not None and i not in mapped)
 
     @property
@@ -562,7 +573,9 @@ def describe_bytes(value: bytes) -> str:
 
 def unreachable_examples(translation: Translation, limit: int = SHOW) -> list[tuple[int, str]]:
     """The first target ids a translated draft can never propose, with their token strings."""
-    mapped = set(translation.pairs[0])
+    if not translation.target_unreachable_count:
+        return []
+    mapped = translation._mapped_targets
     tokens = translation.target_tokens
     found = (i for i, token in enumerate(tokens) if token is not None and i not in mapped)
     return [(i, tokens[i]) for i in itertools.islice(found, limit)]  # type: ignore[misc]
