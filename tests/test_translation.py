@@ -20,7 +20,7 @@ from vocabcheck import compare, inspect
 from vocabcheck.cli import main
 from vocabcheck.demo import qwen
 from vocabcheck.render.data import schema
-from vocabcheck.translation import byte_level_alphabet, intersect, translate, vocab_bytes
+from vocabcheck.translation import byte_level_alphabet, intersect, vocab_bytes
 from vocabcheck.verdict import Verdict
 
 TEKKEN = "tekken_240911.json"
