@@ -294,6 +294,14 @@ def test_tekken_and_mistral_sentencepiece_map_every_role(tmp_path, tekken_file, 
     assert translation.shared_tokens > 20_000
 
 
+def test_the_reason_line_offers_translation_only_when_ids_are_all_that_differ(models, mistral_json):
+    broken = models.model("qwen-overflow-151600", rows=151600, hidden=8, layers=1)  # fewer rows than its own ids
+    result = compare(str(broken), str(mistral_json("v1")), probe=False)
+    assert {f.code for f in result.findings if f.severity.value == "error"} >= {"rows.tokenizer-overflow"}
+    assert result.translation.translatable and result.translation.shared_tokens > 20_000
+    assert "translated" not in result.reason  # the target is broken as shipped, whatever the draft
+
+
 # --- not translatable -----------------------------------------------------------------------------------------------
 
 

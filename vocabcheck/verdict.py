@@ -121,8 +121,9 @@ def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
     if errors:
         verdict = Verdict.INCOMPATIBLE
         reason = "; ".join(f"{CODES[f.code]} ({f.code})" for f in errors[:2])
-        translation = diff.translation
-        if translation is not None and translation.translatable and translation.shared_tokens:
+        translation = diff.translation  # ids that differ, and nothing else wrong: a translated draft can still run
+        if (translation is not None and translation.translatable and translation.shared_tokens
+                and all(f.code.startswith("vocab.") for f in errors)):
             reason += f"; the pair can run translated through {translation.shared_tokens:,} shared tokens"
     elif target.fingerprint == draft.fingerprint and same_rows:
         verdict = Verdict.IDENTICAL
