@@ -10,11 +10,13 @@ safetensors headers are read):
 - "as shipped": both tokenizer.json files byte-identical, as in the Qwen2.5 repositories;
 - "pipeline differs": the draft's tokenizer.json without the NFC normalizer (same vocabulary), so the tokenizers
   differ, the probe runs and both tokenizers are built;
-- "other tokenizer": the draft carries the Qwen3.6 tokenizer (248,077 ids): incompatible.
+- "other tokenizer": the draft carries the Qwen3.6 tokenizer (248,077 ids): incompatible, and `compare` also computes
+  the token-level intersection a translated draft would use (131,586 shared tokens).
 
 Each measurement is one fresh Python process, so imports and file reads are counted as a user sees them:
 "load" = `import tokenizers` + `Tokenizer.from_file` on both files; "compare" = `vocabcheck compare T D --json`
-through the CLI's main().
+through the CLI's main(). One untimed run of each comes first (file cache, bytecode); the processes may write
+bytecode caches, as an installed package has them.
 """
 
 from __future__ import annotations
@@ -70,9 +72,11 @@ def build(root: Path) -> dict[str, tuple[Path, Path]]:
 
 
 def timed(code: str, args: list[str]) -> float:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode; a checkout gets it on run one
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code, *args], check=False, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                   stderr=subprocess.DEVNULL, env=env)
     return time.perf_counter() - start
 
 
@@ -83,7 +87,11 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
     pairs = build(args.root)
+    load_before = os.getloadavg()[0]
     times: dict[tuple[str, str], list[float]] = {}
+    for target, draft in pairs.values():  # untimed: file cache and bytecode
+        timed(LOAD, [str(target / "tokenizer.json"), str(draft / "tokenizer.json")])
+        timed(COMPARE, [str(target), str(draft)])
     for repeat in range(args.repeat):
         for name, (target, draft) in pairs.items():
             files = [str(target / "tokenizer.json"), str(draft / "tokenizer.json")]
@@ -92,7 +100,9 @@ def main() -> None:
                 times.setdefault((name, kind), []).append(timed(code, argv))
     lines = ["# compare speed", "",
              f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"load average {os.getloadavg()[0]:.2f} at the end",
+             f"load average {load_before:.2f} at the start and {os.getloadavg()[0]:.2f} at the end"
+             + (" (the machine was shared with other jobs: read the ratios, measured side by side, not the seconds)"
+                if max(load_before, os.getloadavg()[0]) > 1.5 else ""),
              f"- command: `python benchmarks/compare_speed.py --repeat {args.repeat}`",
              "- each figure: median wall time of a fresh process (imports included), repeats interleaved", "",
              "| pair | load both tokenizer.json (s) | vocabcheck compare (s) | ratio |", "|---|---|---|---|"]

@@ -6,6 +6,8 @@ See :data:`vocabcheck.findings.CODES` for the catalogue.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +29,7 @@ from .findings import (  # noqa: F401  (CODES, Finding and Severity are re-expor
 )
 from .probe import ProbeResult, run_probe
 from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile
+from .translation import Intersection, Translation, describe_bytes, intersect, translate, unreachable_examples
 from .vocab import VocabMatch, match_vocab  # noqa: F401  (re-exported: they were defined here)
 
 
@@ -35,6 +38,7 @@ class Diff:
     findings: tuple[Finding, ...]
     vocab: VocabMatch
     probe: ProbeResult | None
+    translation: Translation | None = None  # for tokenizers that differ: what a translated draft can propose
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class TokenizerDiff:
     vocab: VocabMatch
     findings: tuple[Finding, ...]
     probe: ProbeResult | None
+    intersection: Intersection | None = None  # tokenizers that differ: the tokens they share by bytes
 
 
 class TokenizerDiffCache:
@@ -85,8 +90,12 @@ def diff_profiles(target: ModelProfile, draft: ModelProfile, *, probe: bool = Tr
     findings += _row_findings(target, draft, tokenizers.vocab)
     if tokenizers.probe is not None:
         findings.append(_probe_finding(tokenizers.probe, tokenizers.vocab))
+    translation = None
+    if tokenizers.intersection is not None:
+        translation = translate(target, draft, tokenizers.intersection)
+        findings.append(_translation_finding(translation))
     findings.sort(key=lambda f: f.severity.rank)
-    return Diff(findings=tuple(findings), vocab=tokenizers.vocab, probe=tokenizers.probe)
+    return Diff(findings=tuple(findings), vocab=tokenizers.vocab, probe=tokenizers.probe, translation=translation)
 
 
 def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = True) -> TokenizerDiff:
@@ -100,7 +109,9 @@ def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = 
     result = None
     if probe and target.fingerprint != draft.fingerprint:
         result = run_probe(target.source.tokenizer, draft.source.tokenizer)
-    return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result)
+    intersection = (intersect(target.tokenizer, draft.tokenizer) if target.fingerprint != draft.fingerprint
+                    else None)
+    return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result, intersection=intersection)
 
 
 # --- vocab ------------------------------------------------------------------------------------------------------
@@ -232,12 +243,13 @@ def _model_findings(target: TokenizerProfile, draft: TokenizerProfile) -> Iterat
                       + ", ".join(f"{k} {a!r} in the target, {b!r} in the draft" for k, (a, b) in changed.items()),
                       {"changed": {k: list(v) for k, v in changed.items()}})
     if target.merges is not None and draft.merges is not None and target.parts["merges"] != draft.parts["merges"]:
-        t_merges = [tuple(m) for m in target.merges]
-        d_merges = [tuple(m) for m in draft.merges]
-        first = next((i for i, (a, b) in enumerate(zip(t_merges, d_merges)) if a != b), min(len(t_merges),
-                                                                                              len(d_merges)))
+        t_merges = list(map(tuple, target.merges))
+        d_merges = list(map(tuple, draft.merges))
+        first = next(itertools.compress(itertools.count(), map(operator.ne, t_merges, d_merges)),
+                     min(len(t_merges), len(d_merges)))
         t_set, d_set = set(t_merges), set(d_merges)
-        only_t, only_d = len(t_set - d_set), len(d_set - t_set)
+        both = len(t_set & d_set)
+        only_t, only_d = len(t_set) - both, len(d_set) - both
         at = (f"first difference at rank {first}: target {_merge(t_merges, first)}, draft {_merge(d_merges, first)}")
         yield Finding("tokenizer.merges", Severity.WARNING,
                       f"BPE merges differ ({len(t_merges):,} in the target, {len(d_merges):,} in the draft; "
@@ -409,3 +421,31 @@ def _probe_finding(result: ProbeResult, vocab: VocabMatch) -> Finding:
         {"texts": result.texts, "differing": result.differing, "first_text": result.first_text,
          "target_ids": list(result.target_ids), "draft_ids": list(result.draft_ids)},
     )
+
+
+def _translation_finding(translation: Translation) -> Finding:
+    roles = {r.role: {"target": r.target_id, "draft": r.draft_id} for r in translation.roles}
+    if not translation.translatable:
+        return Finding("translation.intersection", Severity.INFO,
+                       f"no translated drafting: {translation.reason}",
+                       {"translatable": False, "reason": translation.reason, "shared_tokens": 0, "roles": roles})
+    mapped = [r for r in translation.roles if r.mapped]
+    unreachable = translation.target_unreachable_count
+    examples = unreachable_examples(translation)
+    message = (f"{translation.shared_tokens:,} regular tokens stand for the same bytes in both "
+               f"({translation.target_share:.1%} of the target's {translation.target_regular:,}, "
+               f"{translation.draft_share:.1%} of the draft's {translation.draft_regular:,}); roles "
+               + (", ".join(f"{r.role} {_tok(r.target_content)} ↔ {_tok(r.draft_content)}" for r in mapped)
+                  or "none mapped")
+               + f"; a translated draft never proposes {unreachable:,} target ids"
+               + (f" (first: {', '.join(f'{_tok(t)} ({i})' for i, t in examples)})" if examples else ""))
+    duplicates = [(side, d) for side, d in (("target", translation.intersection.target_duplicates),
+                                             ("draft", translation.intersection.draft_duplicates)) if d]
+    if duplicates:
+        message += "; " + "; ".join(
+            f"{sum(len(ids) - 1 for _, ids in found):,} {side} tokens repeat the bytes of another (first: "
+            f"{describe_bytes(found[0][0])} is ids {', '.join(map(str, found[0][1]))})" for side, found in duplicates)
+    return Finding("translation.intersection", Severity.INFO, message,
+                   {"translatable": True, "shared_tokens": translation.shared_tokens,
+                    "target_share": translation.target_share, "draft_share": translation.draft_share,
+                    "roles": roles, "target_unreachable": unreachable})

@@ -67,6 +67,8 @@ CODES: dict[str, str] = {
     "rows.padded": "the models have different rows; the alignment pads or cuts",
     "engine.vocab-size": "what engines that compare config.vocab_size conclude",
     "probe.encodings": "the built-in corpus encodes differently",
+    "translation.intersection": "the tokens both tokenizers share by the bytes they stand for: what a translated "
+                                "draft can propose",
 }
 
 SHOW = 5  # examples named in one message

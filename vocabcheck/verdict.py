@@ -91,6 +91,11 @@ class Comparison:
     def first_divergent_id(self) -> int | None:
         return self.vocab.first_divergent_id
 
+    @property
+    def translation(self):
+        """The :class:`vocabcheck.translation.Translation` for tokenizers that differ, else ``None``."""
+        return self.diff.translation
+
     def worst(self) -> Severity | None:
         return min((f.severity for f in self.findings), key=lambda s: s.rank, default=None)
 
@@ -116,6 +121,10 @@ def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
     if errors:
         verdict = Verdict.INCOMPATIBLE
         reason = "; ".join(f"{CODES[f.code]} ({f.code})" for f in errors[:2])
+        translation = diff.translation  # ids that differ, and nothing else wrong: a translated draft can still run
+        if (translation is not None and translation.translatable and translation.shared_tokens
+                and all(f.code.startswith("vocab.") for f in errors)):
+            reason += f"; the pair can run translated through {translation.shared_tokens:,} shared tokens"
     elif target.fingerprint == draft.fingerprint and same_rows:
         verdict = Verdict.IDENTICAL
         reason = "equivalent tokenizers and equal embedding rows"

@@ -126,7 +126,49 @@ def compare_document(comparison: Comparison, *, strict: bool = False) -> dict[st
             "texts": probe.texts, "differing": probe.differing, "first_text": probe.first_text,
             "target_ids": list(probe.target_ids), "draft_ids": list(probe.draft_ids),
         },
+        "translation": translation_document(comparison.diff.translation),
     }
+
+
+def translation_document(translation) -> dict[str, Any] | None:
+    """The ``translation`` block of a compare document: ``None`` when the tokenizers are equivalent."""
+    if translation is None:
+        return None
+    from ..translation import unreachable_examples
+
+    inter = translation.intersection
+    return {
+        "translatable": translation.translatable,
+        "reason": translation.reason,
+        "target_scheme": inter.target.kind,
+        "draft_scheme": inter.draft.kind,
+        "shared_tokens": translation.shared_tokens,
+        "target_regular_tokens": translation.target_regular,
+        "draft_regular_tokens": translation.draft_regular,
+        "target_share": translation.target_share,
+        "draft_share": translation.draft_share,
+        "roles": {r.role: {"target": {"id": r.target_id, "content": r.target_content},
+                           "draft": {"id": r.draft_id, "content": r.draft_content}, "mapped": r.mapped}
+                  for r in translation.roles},
+        "added_pairs": [list(pair) for pair in inter.added_pairs],
+        "mapped_ids": len(translation.pairs[0]),
+        "target_unreachable": {
+            "count": translation.target_unreachable_count,
+            "first": [{"id": i, "token": token} for i, token in unreachable_examples(translation, 20)],
+        },
+        "duplicates": {side: {"count": sum(len(ids) - 1 for _, ids in found),
+                              "first": [{"hex": value.hex(), "text": _text(value), "ids": list(ids)}
+                                        for value, ids in found[:20]]}
+                       for side, found in (("target", inter.target_duplicates), ("draft", inter.draft_duplicates))},
+    }
+
+
+def _text(value: bytes) -> str | None:
+    """Bytes as text when they are UTF-8 (a byte-level token may be part of a character)."""
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def finding_document(finding) -> dict[str, Any]:

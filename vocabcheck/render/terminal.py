@@ -79,6 +79,9 @@ def print_comparison(out: Console, comparison: Comparison, *, strict: bool = Fal
     out.print(Panel(head, title=pair_title(comparison), title_align="left", expand=True))
     print_findings(out, comparison.findings, show_info=show_info)
     out.print(alignment_line(comparison.alignment))
+    translation = translation_line(comparison)
+    if translation is not None:
+        out.print(translation)
     out.print(side_by_side(comparison.target, comparison.draft))
 
 
@@ -114,6 +117,22 @@ def alignment_line(alignment: Alignment) -> Text:
         span = ", ".join(f"{a}–{b - 1}" for a, b in lacks[:3])
         text.append(f"; target ids {span}, beyond the draft's rows, reach it as id {alignment.draft_substitute_id}")
     text.append(f" (rows from {alignment.rows_source})", style="dim")
+    return text
+
+
+def translation_line(comparison: Comparison) -> Text | None:
+    """What a translated draft can propose, for tokenizers that differ (``None`` when they are equivalent)."""
+    translation = comparison.diff.translation
+    if translation is None:
+        return None
+    text = Text("Translation: ", style="bold")
+    if not translation.translatable:
+        text.append(f"not possible: {translation.reason}")
+        return text
+    mapped = [r.role for r in translation.roles if r.mapped]
+    text.append(f"{translation.shared_tokens:,} shared tokens ({translation.target_share:.1%} of the target's regular "
+                f"vocabulary, {translation.draft_share:.1%} of the draft's); roles mapped: "
+                f"{', '.join(mapped) or 'none'}; {translation.target_unreachable_count:,} target ids unreachable")
     return text
 
 
