@@ -178,10 +178,13 @@ class TranslatingProposer(DraftProposer):
         width = proposals.width
         rejected, pending = [], []
         for context, tokens, n in zip(self.rows, emitted, count_host):
+            rejected.append(max(0, width - 1 - n))
+            if len(tokens) <= n:  # eos or the length budget ended the row inside its accepted run: it leaves
+                pending.append([])
+                continue
             seen = min(n, width - 1) if width else 0  # accepted proposals the draft already consumed
             if seen:
                 context.last_fed = self.translator.direct[tokens[seen - 1]]
-            rejected.append(max(0, width - 1 - n))
             pending.append(context.feed(tokens[seen:]))
         self._set_pending(pending, rejected)
 
