@@ -4,23 +4,13 @@ by later runs; a clean clone builds them in about a minute."""
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from fixtures import (  # noqa: E402
-    FIXTURE_VERSION,
-    MISTRAL_SPM,
-    ModelFactory,
-    mistral_data,
-    qwen3_tokenizer_json,
-)
-
-from vocabcheck import atomic  # noqa: E402
-from vocabcheck.demo import qwen  # noqa: E402
+from tests.support.fixtures import FIXTURE_VERSION, MISTRAL_SPM, ModelFactory, mistral_data, qwen3_tokenizer_json
+from vocabcheck import atomic
+from vocabcheck.demo import qwen
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -87,8 +77,6 @@ def models(fixture_root, qwen25_json) -> ModelFactory:
 
 
 @pytest.fixture(scope="session")
-def qwen_pair(models):
+def qwen_pair(models) -> tuple[Path, Path]:
     """A Qwen2.5-shaped pair: target 152,064 rows untied and sharded, draft 151,936 rows tied."""
-    target = models.model("qwen-target-152064", rows=qwen.ROWS_LARGE, tied=False, shard_bytes=12_000_000, seed=1)
-    draft = models.model("qwen-draft-151936", rows=qwen.ROWS_SMALL, tied=True, seed=2)
-    return target, draft
+    return models.qwen_pair()

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fuzz_mutate as fm
-from fuzz_targets import TARGETS, Materials
-from fuzz_worker import Worker
+from tests.support import fuzz_mutate as fm
+from tests.support.fuzz_targets import TARGETS, Materials
+from tests.support.fuzz_worker import Worker
 from vocabcheck.cli import main
 
 # inputs per target in the short run (1,096 in all, about 30 s on two cores)

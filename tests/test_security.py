@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz_targets import Materials
+from tests.support.fuzz_targets import Materials
 from vocabcheck.cli import main
 from vocabcheck.errors import VocabcheckError
 from vocabcheck.sources import base, checkpoint

@@ -16,13 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.support.gguf_export import HIDDEN, qwen_gguf, write_gguf
 from vocabcheck import compare, inspect
 from vocabcheck.cli import main
 from vocabcheck.errors import InputError, UnsupportedModel
 from vocabcheck.sources import open_model
 from vocabcheck.sources.gguf import read_header
-
-from gguf_export import HIDDEN, qwen_gguf, write_gguf
 
 GGUF_FIXTURES = "gguf-1"
 
@@ -48,7 +47,7 @@ def qwen_target_gguf(qwen_pair, gguf_dir) -> Path:
 def mistral_hf(mistral_json, gguf_dir) -> Path:
     """A Mistral-7B-v0.1-like HF directory without weights: tokenizer.model, tokenizer.json, tokenizer_config.json,
     config.json."""
-    from fixtures import MISTRAL_SPM, mistral_data
+    from tests.support.fixtures import MISTRAL_SPM, mistral_data
 
     directory = gguf_dir / "mistral-v1-hf"
     if not (directory / "config.json").is_file():

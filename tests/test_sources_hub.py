@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import FakeHub, run_cli
 
+from tests.support.hub_server import FakeHub, run_cli
 from vocabcheck.cli import main
 from vocabcheck.errors import RemoteError, SourceNotFound, UnsupportedModel
 from vocabcheck.sources import hub as hub_source
@@ -33,7 +33,7 @@ HEADER_PROBE = hub_source.HEADER_PROBE_BYTES
 def server(qwen_pair, mistral_json, tmp_path_factory):
     """One server for the module; each test gets a fresh cache and cleared counters and faults."""
     import numpy as np
-    from fixtures import MISTRAL_SPM, mistral_data
+    from tests.support.fixtures import MISTRAL_SPM, mistral_data
     from safetensors.numpy import save_file
 
     consolidated = tmp_path_factory.mktemp("mistral-format") / "consolidated.safetensors"

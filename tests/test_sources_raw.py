@@ -12,8 +12,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from fixtures import MISTRAL_SPM, mistral_data
 
+from tests.support.fixtures import MISTRAL_SPM, mistral_data
 from vocabcheck import compare, inspect
 from vocabcheck.cli import main
 from vocabcheck.demo import qwen

@@ -7,9 +7,9 @@ import json
 import os
 
 import pytest
-from fixtures import MISTRAL_SPM, mistral_data
 from tokenizers import Tokenizer
 
+from tests.support.fixtures import MISTRAL_SPM, mistral_data
 from vocabcheck.demo import qwen
 from vocabcheck.probe import CORPUS
 

@@ -95,6 +95,12 @@ class ModelFactory:
                            generation_config=generation_config if generation_config is not None
                            else qwen.generation_config())
 
+    def qwen_pair(self) -> tuple[Path, Path]:
+        """A Qwen2.5-shaped pair: target 152,064 rows untied and sharded, draft 151,936 rows tied."""
+        target = self.model("qwen-target-152064", rows=qwen.ROWS_LARGE, tied=False, shard_bytes=12_000_000, seed=1)
+        draft = self.model("qwen-draft-151936", rows=qwen.ROWS_SMALL, tied=True, seed=2)
+        return target, draft
+
 
 def deep(value: Any) -> Any:
     return copy.deepcopy(value)

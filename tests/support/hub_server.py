@@ -453,12 +453,12 @@ def _report(target: Path, draft: Path, target_id: str, draft_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python tests/hub_server.py measure [TARGET_DIR DRAFT_DIR]``: serve two model directories as hub repositories
-    and print, as Markdown, what ``vocabcheck compare`` transfers on a first run, a second run and offline. Without
-    directories, the demo pair (``vocabcheck demo``) is used, built on first use."""
+    """``python -m tests.support.hub_server measure [TARGET_DIR DRAFT_DIR]``: serve two model directories as hub
+    repositories and print, as Markdown, what ``vocabcheck compare`` transfers on a first run, a second run and
+    offline. Without directories, the demo pair (``vocabcheck demo``) is used, built on first use."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python tests/hub_server.py")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.hub_server")
     sub = parser.add_subparsers(dest="command", required=True)
     measure = sub.add_parser("measure", help="measure the bytes `vocabcheck compare` transfers from a hub")
     measure.add_argument("directories", nargs="*", type=Path, help="TARGET_DIR DRAFT_DIR (default: the demo pair)")
