@@ -24,12 +24,6 @@ from vocabcheck.cli import main
 from vocabcheck.errors import ISSUE_TRACKER
 
 
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 # --- injecting a failure in the middle of a write ------------------------------------------------------------------
 
 
@@ -99,7 +93,7 @@ def small_pair(tmp_path, qwen25_json):
 @pytest.mark.parametrize("exc", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device"),
                                  RuntimeError("the disk went away")])
 @pytest.mark.parametrize("n", [1, 2])
-def test_compare_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, small_pair, exc, n):
+def test_compare_report_files_are_old_or_new_never_half(cli, monkeypatch, tmp_path, small_pair, exc, n):
     target, draft = small_pair
     out = tmp_path / "out"
     out.mkdir()
@@ -107,7 +101,7 @@ def test_compare_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp
     json_file.write_text("OLD JSON")
     markdown.write_text("OLD MARKDOWN")
     fail_nth_write(monkeypatch, n, exc)
-    code, _, err = cli(capsys, "compare", target, draft, "--json-file", json_file, "--markdown", markdown)
+    code, _, err = cli("compare", target, draft, "--json-file", json_file, "--markdown", markdown)
     expected = {KeyboardInterrupt: 130, OSError: 2, RuntimeError: 3}[type(exc)]
     assert code == expected, err
     # Ctrl-C: exit code 130 and no traceback (typer turns KeyboardInterrupt into a silent exit 130); a full disk:
@@ -124,11 +118,11 @@ def test_compare_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp
     assert leftovers(out) == []
 
 
-def test_an_interrupted_first_report_leaves_no_file(capsys, monkeypatch, tmp_path, small_pair):
+def test_an_interrupted_first_report_leaves_no_file(cli, monkeypatch, tmp_path, small_pair):
     target, draft = small_pair
     path = tmp_path / "new" / "report.json"
     fail_nth_write(monkeypatch, 1, KeyboardInterrupt())
-    assert cli(capsys, "compare", target, draft, "--json-file", path)[0] == 130
+    assert cli("compare", target, draft, "--json-file", path)[0] == 130
     assert not path.exists() and leftovers(path.parent) == []
 
 
@@ -144,7 +138,7 @@ def tokenizer_models(tmp_path, qwen25_json):
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_gate_reports_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, tokenizer_models, n):
+def test_gate_reports_are_old_or_new_never_half(cli, monkeypatch, tmp_path, tokenizer_models, n):
     a, b = tokenizer_models
     manifest = tmp_path / "gate.toml"
     manifest.write_text(f'[[pair]]\nname = "a+b"\ntarget = "{a}"\ndraft = "{b}"\nexpect = "identical"\n')
@@ -155,7 +149,7 @@ def test_gate_reports_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, t
         path.write_text("OLD")
     fail_nth_write(monkeypatch, n, KeyboardInterrupt())
     argv = ["gate", manifest] + [str(x) for pair in files.items() for x in pair]
-    assert cli(capsys, *argv)[0] == 130
+    assert cli(*argv)[0] == 130
     # write_outputs writes --junit, --json, --markdown in that order: the ones before n are new and whole
     written = [files["--junit"], files["--json"], files["--markdown"]]
     for index, path in enumerate(written, start=1):
@@ -171,7 +165,7 @@ def test_gate_reports_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, t
     assert leftovers(out) == []
 
 
-def test_bench_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp_path, qwen_pair):
+def test_bench_report_files_are_old_or_new_never_half(cli, monkeypatch, tmp_path, qwen_pair):
     target, _ = qwen_pair
     report = tmp_path / "bench"
     report.mkdir()
@@ -181,7 +175,7 @@ def test_bench_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp_p
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("def fibonacci(n):\n")
     fail_nth_write(monkeypatch, 2, KeyboardInterrupt())  # bench.md is written whole, bench.json is interrupted
-    code, _, err = cli(capsys, "bench", target, "--methods", "none", "--batch-sizes", "1", "--max-new-tokens", 4,
+    code, _, err = cli("bench", target, "--methods", "none", "--batch-sizes", "1", "--max-new-tokens", 4,
                        "--repeat", 1, "--warmup", 0, "--prompts", prompts, "--device", "cpu", "--report", report)
     assert code == 130, err
     assert (report / "bench.md").read_bytes() != b"OLD" and (report / "bench.md").read_text().rstrip().endswith(")")
@@ -190,7 +184,7 @@ def test_bench_report_files_are_old_or_new_never_half(capsys, monkeypatch, tmp_p
     assert leftovers(report) == []
 
 
-def test_an_interrupted_align_leaves_no_directory_or_the_old_one(capsys, monkeypatch, tmp_path, qwen_pair):
+def test_an_interrupted_align_leaves_no_directory_or_the_old_one(cli, monkeypatch, tmp_path, qwen_pair):
     from vocabcheck import reshape
 
     target, draft = qwen_pair
@@ -204,12 +198,12 @@ def test_an_interrupted_align_leaves_no_directory_or_the_old_one(capsys, monkeyp
 
     monkeypatch.setattr(reshape, "_copy", copy_then_interrupt)
     out = tmp_path / "aligned"
-    assert cli(capsys, "align", target, draft, "--out", out)[0] == 130
+    assert cli("align", target, draft, "--out", out)[0] == 130
     assert calls and not out.exists() and leftovers(tmp_path) == []
 
     out.mkdir()
     (out / "old.txt").write_text("OLD")
-    assert cli(capsys, "align", target, draft, "--out", out, "--force")[0] == 130
+    assert cli("align", target, draft, "--out", out, "--force")[0] == 130
     assert sorted(p.name for p in out.iterdir()) == ["old.txt"] and leftovers(tmp_path) == []
 
 
@@ -317,11 +311,11 @@ def _boom(*args, **kwargs):
     raise ZeroDivisionError("division by zero in the verdict")
 
 
-def test_an_unexpected_exception_is_one_line_naming_a_bug_and_where_to_report_it(capsys, monkeypatch, small_pair):
+def test_an_unexpected_exception_is_one_line_naming_a_bug_and_where_to_report_it(cli, monkeypatch, small_pair):
     import vocabcheck
 
     monkeypatch.setattr(vocabcheck, "compare", _boom)
-    code, out, err = cli(capsys, "compare", *small_pair)
+    code, out, err = cli("compare", *small_pair)
     assert code == 3
     assert err.strip().splitlines() == [
         "internal error: ZeroDivisionError: division by zero in the verdict — this is a bug in vocabcheck; please "
@@ -329,18 +323,18 @@ def test_an_unexpected_exception_is_one_line_naming_a_bug_and_where_to_report_it
     assert "Traceback" not in err
 
 
-def test_debug_adds_the_traceback_of_a_bug(capsys, monkeypatch, small_pair):
+def test_debug_adds_the_traceback_of_a_bug(cli, monkeypatch, small_pair):
     import vocabcheck
 
     monkeypatch.setattr(vocabcheck, "compare", _boom)
-    code, _, err = cli(capsys, "--debug", "compare", *small_pair)
+    code, _, err = cli("--debug", "compare", *small_pair)
     assert code == 3
     assert err.startswith("Traceback (most recent call last):")
     assert "in _boom" in err and "ZeroDivisionError: division by zero in the verdict" in err
     assert err.strip().splitlines()[-1].startswith("internal error: ZeroDivisionError:")
 
 
-def test_a_rust_panic_is_a_bug_too(capsys, monkeypatch, small_pair):
+def test_a_rust_panic_is_a_bug_too(cli, monkeypatch, small_pair):
     """PyO3 raises a Rust panic as pyo3_runtime.PanicException, a BaseException: still one line and exit code 3."""
     import vocabcheck
 
@@ -350,14 +344,14 @@ def test_a_rust_panic_is_a_bug_too(capsys, monkeypatch, small_pair):
         raise PanicException("index out of bounds: the len is 3 but the index is 7")
 
     monkeypatch.setattr(vocabcheck, "compare", panic)
-    code, _, err = cli(capsys, "compare", *small_pair)
+    code, _, err = cli("compare", *small_pair)
     assert code == 3
     assert err.strip().splitlines() == [
         "internal error: PanicException: index out of bounds: the len is 3 but the index is 7 — this is a bug in "
         f"vocabcheck; please report it at {ISSUE_TRACKER} (run with --debug for the traceback)"]
 
 
-def test_the_console_script_exits_with_3_for_a_bug(tmp_path, small_pair):
+def test_the_console_script_exits_with_3_for_a_bug(cli, tmp_path, small_pair):
     """The installed entry point's process exit status, not only main()'s return value."""
     script = ("import sys, vocabcheck\n"
               "def boom(*a, **k):\n    raise KeyError('no such key')\n"

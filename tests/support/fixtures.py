@@ -49,6 +49,26 @@ def qwen3_tokenizer_json() -> str:
     return from_tiktoken_ranks(ranks, QWEN3_5_PAT_STR, added, nfc=True)
 
 
+def stdlib_texts(limit: int) -> list[str]:
+    """The text of the first ``limit`` modules of Python's standard library: real code to encode."""
+    import glob
+    import os
+
+    files = sorted(glob.glob(os.path.join(os.path.dirname(json.__file__), "..", "*.py")))[:limit]
+    texts = []
+    for name in files:
+        with open(name, encoding="utf-8", errors="replace") as handle:
+            texts.append(handle.read())
+    return texts
+
+
+def encoding_mismatches(ours, reference: Callable[[str], list[int]], texts: list[str]) -> list[str]:
+    """The texts (their first 60 characters) that the tokenizers-library tokenizer ``ours`` encodes differently
+    from ``reference`` (text → ids), special tokens not added."""
+    mine = [e.ids for e in ours.encode_batch(texts, add_special_tokens=False)]
+    return [text[:60] for ids, text in zip(mine, texts) if ids != reference(text)]
+
+
 def edit_tokenizer(text: str, edit: Callable[[dict[str, Any]], None]) -> str:
     """A tokenizer.json text changed by ``edit`` (which mutates the parsed document)."""
     document = json.loads(text)
