@@ -195,27 +195,24 @@ def test_custom_tokenizer_code_without_tokenizer_json_is_unsupported(cli, materi
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("extra", [
-    {"trust_remote_code": True, "tokenizer_class": "EvilTokenizer"},
-    {"trust_remote_code": True},
-])
-def test_trust_remote_code_in_a_repository_file_is_ignored(cli, materials, tmp_path, extra):
-    """A file cannot switch trust_remote_code on: transformers converts the files with its own classes."""
-    marker = tmp_path / "ran"
-    directory = remote_code_repo(materials.slow_dir, tmp_path / "repo", marker, tokenizer_config=extra, config=extra)
-    code, out, err = cli("compare", directory, materials.slow_dir, "--json")
-    assert code == 0, err
-    assert json.loads(out)["verdict"] == "identical"
-    assert not marker.exists()
+TRUST_AND_CLASS = {"trust_remote_code": True, "tokenizer_class": "EvilTokenizer"}
 
 
-def test_a_tokenizer_json_is_read_as_data_whatever_auto_map_says(cli, materials, tmp_path):
-    """With a tokenizer.json the tokenizer is data: compare reads it and never imports the repository's modules."""
+@pytest.mark.parametrize(("source", "tokenizer_config", "config"), [
+    ("slow_dir", TRUST_AND_CLASS, TRUST_AND_CLASS),
+    ("slow_dir", {"trust_remote_code": True}, {"trust_remote_code": True}),
+    ("model_dir", {**TOKENIZER_AUTO_MAP, "trust_remote_code": True}, {**CONFIG_AUTO_MAP, "trust_remote_code": True}),
+], ids=["slow-files-class", "slow-files", "tokenizer-json-auto-map"])
+def test_trust_remote_code_in_a_repository_file_is_ignored(cli, materials, tmp_path, source, tokenizer_config,
+                                                           config):
+    """A file cannot switch trust_remote_code on: transformers converts slow tokenizer files with its own classes, and
+    with a tokenizer.json the tokenizer is data, whatever auto_map says; the repository's modules are never
+    imported."""
     marker = tmp_path / "ran"
-    directory = remote_code_repo(materials.model_dir, tmp_path / "repo", marker,
-                                 tokenizer_config={**TOKENIZER_AUTO_MAP, "trust_remote_code": True},
-                                 config={**CONFIG_AUTO_MAP, "trust_remote_code": True})
-    code, out, err = cli("compare", directory, materials.model_dir, "--json")
+    original = getattr(materials, source)
+    directory = remote_code_repo(original, tmp_path / "repo", marker, tokenizer_config=tokenizer_config,
+                                 config=config)
+    code, out, err = cli("compare", directory, original, "--json")
     assert code == 0, err
     assert json.loads(out)["verdict"] == "identical"
     assert not marker.exists()
