@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.fixtures import FIXTURE_VERSION, MISTRAL_SPM, ModelFactory, mistral_data, qwen3_tokenizer_json
 from tests.support.fuzz_targets import Materials
+from tests.support.interrupting import fallback_handlers
 from vocabcheck import atomic
 from vocabcheck.cli import main
 from vocabcheck.demo import qwen
@@ -41,6 +42,14 @@ def cli() -> Callable[..., CliResult]:
     """``cli("compare", a, b, "--json")`` runs the CLI in this process and returns (exit code, stdout, stderr);
     arguments are passed through ``str``. Session-scoped, so fixtures of any scope can use it."""
     return _cli
+
+
+@pytest.fixture
+def signal_fallbacks():
+    """For tests that deliver SIGTERM or SIGHUP to this process: while they run, a signal the code under test does
+    not handle raises UnhandledSignal instead of ending pytest."""
+    with fallback_handlers():
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
