@@ -58,9 +58,9 @@ def _debug(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit code (the console script exits with it).
 
-    SIGINT, SIGTERM and SIGHUP stop any command the same way: the stack unwinds (temporary files go), one line says
-    so, and the exit code is 130, 143 or 129 (:mod:`vocabcheck.interrupts`). The handlers are there only while the
-    command runs; the previous ones are back when this returns.
+    SIGINT, SIGTERM and SIGHUP stop any command the same way: the stack unwinds (temporary files go) and the exit
+    code is 130, 143 or 129; SIGTERM and SIGHUP also say so in one line (:mod:`vocabcheck.interrupts`). The handlers
+    are there only while the command runs; the previous ones are back when this returns.
     """
     with interrupts.handled() as signals:
         try:
