@@ -6,14 +6,16 @@ import sys
 from .interrupts import Terminated, handled, report, signal_of
 
 
-def _run() -> int:
+def console_main() -> None:
     with handled():
         try:
             from .cli.app import main  # a signal meanwhile is held until this import is complete, then raised here
 
-            return main()
+            code = main()
         except (KeyboardInterrupt, Terminated) as exc:
-            return report(signal_of(exc))
+            code = report(signal_of(exc))
+    sys.exit(code)
 
 
-sys.exit(_run())
+if __name__ == "__main__":
+    console_main()
