@@ -1,7 +1,7 @@
 """How long `vocabcheck compare` takes on a Qwen2.5-sized pair, against merely loading both tokenizer.json files with
 the `tokenizers` library, measured side by side in one run (interleaved repeats, medians).
 
-    python benchmarks/compare_speed.py [--repeat 7] [--out reports/compare-speed.md]
+    python -m benchmarks.compare_speed [--repeat 7] [--out reports/compare-speed.md]
 
 Three pairs, all with the real Qwen2.5 tokenizer (151,643 ranks + 22 added tokens, rebuilt from qwen.tiktoken) and
 Qwen2.5-shaped checkpoints (152,064 rows untied in 3 shards / 151,936 rows tied; tiny hidden size: only the
@@ -31,16 +31,14 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))
+ROOT = Path(__file__).resolve().parent.parent  # run from here (``python -m``): this checkout's vocabcheck and tests
 
 LOAD = "import sys, tokenizers\nfor p in sys.argv[1:]: tokenizers.Tokenizer.from_file(p)\n"
 COMPARE = "import sys\nfrom vocabcheck.cli import main\nmain(['compare', *sys.argv[1:], '--json'])\n"
 
 
 def build(root: Path) -> dict[str, tuple[Path, Path]]:
-    from fixtures import qwen3_tokenizer_json
-
+    from vocabcheck.demo.qwen import qwen36_tokenizer_json as qwen3_tokenizer_json
     from vocabcheck.demo import qwen
     from vocabcheck.demo.checkpoint import ModelShape, write_model
 
@@ -76,7 +74,7 @@ def timed(code: str, args: list[str]) -> float:
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed package has its bytecode; a checkout gets it on run one
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", code, *args], check=False, stdout=subprocess.DEVNULL,
-                   stderr=subprocess.DEVNULL, env=env)
+                   stderr=subprocess.DEVNULL, env=env, cwd=ROOT)
     return time.perf_counter() - start
 
 
@@ -103,7 +101,7 @@ def main() -> None:
              f"load average {load_before:.2f} at the start and {os.getloadavg()[0]:.2f} at the end"
              + (" (the machine was shared with other jobs: read the ratios, measured side by side, not the seconds)"
                 if max(load_before, os.getloadavg()[0]) > 1.5 else ""),
-             f"- command: `python benchmarks/compare_speed.py --repeat {args.repeat}`",
+             f"- command: `python -m benchmarks.compare_speed --repeat {args.repeat}`",
              "- each figure: median wall time of a fresh process (imports included), repeats interleaved", "",
              "| pair | load both tokenizer.json (s) | vocabcheck compare (s) | ratio |", "|---|---|---|---|"]
     for name in pairs:

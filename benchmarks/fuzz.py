@@ -1,18 +1,19 @@
 """The long fuzz run over vocabcheck's loaders; its figures go to reports/fuzz.md.
 
-Inputs are structure-aware mutations of the real fixtures (tests/fuzz_mutate.py, tests/fuzz_targets.py): tokenizer.json
-(a small tokenizer cut from Qwen2.5, and the full 151,665-token file), the JSON files of a model directory, the
-slow-tokenizer files transformers converts, safetensors headers, sharded index files with hostile shard names and
-symlinks, PyTorch zip checkpoints, and GGUF files. Each input runs in a worker process (tests/fuzz_worker.py) through
-``vocabcheck.compare`` and every report renderer. The property: every input ends in success or the project's own
-error (a ``VocabcheckError`` with exit code 2 that names the file) within the target's time bound and memory bound;
-anything else (another exception, a hang, a worker that dies, memory over the bound) is a crash, saved with its input
-under ``--work``/crashes and reproducible with ``--replay TARGET:SEED``.
+Inputs are structure-aware mutations of the real fixtures (tests/support/fuzz_mutate.py,
+tests/support/fuzz_targets.py): tokenizer.json (a small tokenizer cut from Qwen2.5, and the full 151,665-token file),
+the JSON files of a model directory, the slow-tokenizer files transformers converts, safetensors headers, sharded
+index files with hostile shard names and symlinks, PyTorch zip checkpoints, and GGUF files. Each input runs in a
+worker process (tests/support/fuzz_worker.py) through ``vocabcheck.compare`` and every report renderer. The property:
+every input ends in success or the project's own error (a ``VocabcheckError`` with exit code 2 that names the file)
+within the target's time bound and memory bound; anything else (another exception, a hang, a worker that dies,
+memory over the bound) is a crash, saved with its input under ``--work``/crashes and reproducible with
+``--replay TARGET:SEED``.
 
-    python benchmarks/fuzz.py                              # the default long run (104,000 inputs, ~50 min)
-    python benchmarks/fuzz.py --scale 0.01 --no-report     # a quick smoke run
-    python benchmarks/fuzz.py --replay configs:123         # rerun one input and print its outcome
-    python benchmarks/fuzz.py --atheris tokenizer-small --runs 20000   # coverage-guided (atheris), one target
+    python -m benchmarks.fuzz                              # the default long run (104,000 inputs, ~50 min)
+    python -m benchmarks.fuzz --scale 0.01 --no-report     # a quick smoke run
+    python -m benchmarks.fuzz --replay configs:123         # rerun one input and print its outcome
+    python -m benchmarks.fuzz --atheris tokenizer-small --runs 20000   # coverage-guided (atheris), one target
 
 Inputs are ``(target, seed)``: a seeded ``random.Random`` drives the mutators, so a run is reproducible. The fixtures
 are the test suite's (``.pytest_cache/d/vocabcheck-fixtures-N``), built here when missing.
@@ -31,13 +32,11 @@ from collections import Counter, defaultdict
 from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
+from tests.support import fuzz_mutate as fm
+from tests.support.fuzz_targets import TARGETS, Materials
+from tests.support.fuzz_worker import Worker
 
-import fuzz_mutate as fm  # noqa: E402
-from fuzz_targets import TARGETS, Materials  # noqa: E402
-from fuzz_worker import Worker  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 # inputs per target in the default run (--scale multiplies them)
 DEFAULT_COUNTS = {
@@ -138,15 +137,12 @@ KNOWN_OPEN: dict[str, str] = {}
 
 def fixtures(root: Path) -> dict[str, Path]:
     """The real fixtures the mutations start from, built as the test suite builds them when missing."""
-    from fixtures import FIXTURE_VERSION, ModelFactory
-
+    from tests.support.fixtures import FIXTURE_VERSION, ModelFactory
     from vocabcheck.demo import qwen
 
     base = root / ".pytest_cache" / "d" / f"vocabcheck-fixtures-{FIXTURE_VERSION}"
     qwen_json = qwen.cached_tokenizer_json(base / "tokenizers")
-    models = ModelFactory(base / "models", qwen_json)
-    target = models.model("qwen-target-152064", rows=qwen.ROWS_LARGE, tied=False, shard_bytes=12_000_000, seed=1)
-    draft = models.model("qwen-draft-151936", rows=qwen.ROWS_SMALL, tied=True, seed=2)
+    target, draft = ModelFactory(base / "models", qwen_json).qwen_pair()
     return {"qwen_json": qwen_json, "target_dir": target, "draft_dir": draft}
 
 
@@ -283,13 +279,12 @@ def atheris_main(materials: Materials, work: Path, target: str, runs: int) -> in
     memory bounds, and any exception other than vocabcheck's own error is a crash it saves under ``work``."""
     import atheris
 
-    from vocabcheck.errors import VocabcheckError
-
-    import fuzz_targets
     import vocabcheck.diff, vocabcheck.probe, vocabcheck.profile, vocabcheck.verdict  # noqa: E401,F401
     import vocabcheck.render.data, vocabcheck.render.markdown, vocabcheck.render.terminal  # noqa: E401,F401
     import vocabcheck.sources.checkpoint, vocabcheck.sources.convert, vocabcheck.sources.gguf  # noqa: E401,F401
     import vocabcheck.sources.local, vocabcheck.sources.raw  # noqa: E401,F401
+    from tests.support import fuzz_targets
+    from vocabcheck.errors import VocabcheckError
 
     _, limit, memory = TARGETS[target]
     scratch = work / "atheris-scratch"
@@ -392,7 +387,7 @@ def main() -> int:
             "counts": {t: dict(c) for t, c in run.counts.items()}, "seconds": run.seconds, "slowest": run.slowest,
             "peak_bytes": run.peak, "elapsed": elapsed, "crashes": run.crashes}, indent=2, default=str))
         if not args.no_report:
-            command = "python benchmarks/fuzz.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+            command = "python -m benchmarks.fuzz " + " ".join(shlex.quote(a) for a in sys.argv[1:])
             write_report(args.report, run, command=command.strip(), elapsed=elapsed, seed=args.seed)
         print(f"{sum(sum(c.values()) for c in run.counts.values()):,} inputs in {elapsed / 60:.1f} min; "
               f"{len(run.crashes)} crash signature(s)")

@@ -1,6 +1,6 @@
 """Which kernel computes the output head on the CPU, and what that does to a speculative step, measured side by side.
 
-    python benchmarks/head_layout.py [--repeat 5] [--out reports/head-layout.md]
+    python -m benchmarks.head_layout [--repeat 5] [--out reports/head-layout.md]
 
 Part 1, the head alone: logits for m rows of hidden states against a 152,064-row float32 head (seeded random
 weights) as wide as the demo draft's (32), the demo target's (256), Qwen2.5-0.5B's (896) and Qwen2.5-7B's (3,584),
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "# The output head's kernel on the CPU",
         "",
         "```sh",
-        f"python benchmarks/head_layout.py --repeat {args.repeat}" + (f" --out {args.out}" if args.out else ""),
+        f"python -m benchmarks.head_layout --repeat {args.repeat}" + (f" --out {args.out}" if args.out else ""),
         "```",
         "",
         f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, {threads} torch threads, "

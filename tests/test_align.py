@@ -5,8 +5,6 @@ command lines whose keys and types match the documentation cited in vocabcheck.e
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -20,7 +18,6 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from vocabcheck import aligner, compare, engines, rewrite
-from vocabcheck.cli import main
 from vocabcheck.demo import qwen
 from vocabcheck.demo.checkpoint import ModelShape, write_model
 from vocabcheck.render.data import schema
@@ -33,14 +30,6 @@ PROMPTS = (
     "Emoji: 🚀🔥 and numbers 1234567890",
     "<|im_start|>user\nList three capitals.<|im_end|>\n<|im_start|>assistant\n",
 )
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    """Run the CLI in this process; returns (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 def tensors(directory: Path) -> dict[str, tuple[str, torch.Tensor]]:
@@ -64,7 +53,7 @@ def same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 @pytest.fixture(scope="module")
-def padded(qwen_pair, tmp_path_factory):
+def padded(cli, qwen_pair, tmp_path_factory):
     """Draft smaller (151,936 rows, tied, one file) → padded to the target's 152,064, through the CLI with --json."""
     target, draft = qwen_pair
     out = tmp_path_factory.mktemp("align") / "aligned-pad"
@@ -124,7 +113,7 @@ def test_padded_json_validates_and_describes_the_rewrite(padded):
 
 
 @pytest.mark.parametrize("case", ["padded", "cut"])
-def test_compare_target_with_aligned_draft_is_identical(case, request):
+def test_compare_target_with_aligned_draft_is_identical(cli, case, request):
     target, _, out, _ = request.getfixturevalue(case)
     code, stdout, stderr = cli("compare", str(target), str(out), "--json")
     assert code == 0, stderr
@@ -229,7 +218,7 @@ def test_padded_ids_never_win_a_greedy_step(padded, causal_lm):
 # refusals and the output directory
 
 
-def test_incompatible_pair_is_refused_with_exit_1(qwen_pair, mistral_json, tmp_path):
+def test_incompatible_pair_is_refused_with_exit_1(cli, qwen_pair, mistral_json, tmp_path):
     target = qwen_pair[0]
     out = tmp_path / "never"
     code, stdout, stderr = cli("align", str(target), str(mistral_json("v1")), "--out", str(out), "--json")
@@ -246,7 +235,7 @@ def test_incompatible_pair_is_refused_with_exit_1(qwen_pair, mistral_json, tmp_p
         aligner.plan(compare(str(target), str(mistral_json("v1")), probe=False))
 
 
-def test_out_must_be_empty_unless_forced_and_an_aligned_draft_aligns_unchanged(padded, tmp_path):
+def test_out_must_be_empty_unless_forced_and_an_aligned_draft_aligns_unchanged(cli, padded, tmp_path):
     target, _, first, _ = padded
     out = tmp_path / "again"
     out.mkdir()
@@ -261,7 +250,7 @@ def test_out_must_be_empty_unless_forced_and_an_aligned_draft_aligns_unchanged(p
     assert set(new) == set(old) and all(same_bytes(new[n][1], old[n][1]) for n in old)
 
 
-def test_target_needs_no_weights_only_config_and_tokenizer(qwen_pair, tmp_path):
+def test_target_needs_no_weights_only_config_and_tokenizer(cli, qwen_pair, tmp_path):
     """A 70B target need not be downloaded: its config.json vocab_size and tokenizer files are enough."""
     target, draft = qwen_pair
     light = tmp_path / "target-without-weights"
@@ -278,7 +267,7 @@ def test_target_needs_no_weights_only_config_and_tokenizer(qwen_pair, tmp_path):
     assert code == 0 and json.loads(stdout)["verdict"] == "identical"
 
 
-def test_out_may_not_be_an_input(qwen_pair):
+def test_out_may_not_be_an_input(cli, qwen_pair):
     target, draft = qwen_pair
     before = sorted(p.name for p in draft.iterdir())
     code, _, stderr = cli("align", str(target), str(draft), "--out", str(draft), "--force")
@@ -286,7 +275,7 @@ def test_out_may_not_be_an_input(qwen_pair):
     assert sorted(p.name for p in draft.iterdir()) == before
 
 
-def test_invalid_draft_tensor_parallel_size_exits_2_before_any_work(qwen_pair, tmp_path):
+def test_invalid_draft_tensor_parallel_size_exits_2_before_any_work(cli, qwen_pair, tmp_path):
     target, draft = qwen_pair
     out = tmp_path / "never"
     code, _, stderr = cli("align", str(target), str(draft), "--out", str(out), "--tensor-parallel-size", "4",
@@ -370,7 +359,7 @@ def test_peak_memory_stays_below_largest_shard_plus_stated_bound(qwen_pair, shar
     shard_sizes = [(sharded_draft / s).stat().st_size for s in plan.shards]
     model_bytes = sum(shard_sizes)
     chunk = 4 * 1024 * 1024
-    bound = rewrite.memory_bound(max(shard_sizes), plan, chunk)
+    bound = rewrite.memory_bound(max(shard_sizes), plan.added_bytes, chunk)
     assert len(shard_sizes) >= 4 and bound < model_bytes  # passing the bound means the model was never all in memory
     out = tmp_path / "aligned"
     out.mkdir()

@@ -8,19 +8,12 @@ import jsonschema
 import pytest
 import torch
 
-from vocabcheck.cli import main
 from vocabcheck.render.data import schema
 
 
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_run_prints_text_acceptance_and_tpot(capsys, qwen_pair):
+def test_run_prints_text_acceptance_and_tpot(cli, qwen_pair):
     target, draft = qwen_pair
-    code, out, err = run(capsys, "run", target, draft, "--prompt", "def fibonacci(n):", "--max-new-tokens", 12,
+    code, out, err = cli("run", target, draft, "--prompt", "def fibonacci(n):", "--max-new-tokens", 12,
                          "--device", "cpu")
     assert code == 0, err
     assert "def fibonacci(n):" in out
@@ -28,11 +21,11 @@ def test_run_prints_text_acceptance_and_tpot(capsys, qwen_pair):
         assert label in out
 
 
-def test_run_json_validates_and_holds_only_generated_ids(capsys, qwen_pair, tmp_path):
+def test_run_json_validates_and_holds_only_generated_ids(cli, qwen_pair, tmp_path):
     target, draft = qwen_pair
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text('{"prompt": "Hello world"}\n"The quick brown fox"\n{"text": "日本語"}\n')
-    code, out, err = run(capsys, "run", target, draft, "--prompt-file", prompts, "--max-new-tokens", 6,
+    code, out, err = cli("run", target, draft, "--prompt-file", prompts, "--max-new-tokens", 6,
                          "--batch-size", 2, "--json", "-k", 3)
     assert code == 0, err
     document = json.loads(out)
@@ -52,22 +45,22 @@ def test_run_json_validates_and_holds_only_generated_ids(capsys, qwen_pair, tmp_
     assert sum(r["accepted_tokens"] for r in metrics["rows"]) == metrics["accepted_tokens"]
 
 
-def test_run_greedy_text_equals_plain_decoding(capsys, qwen_pair):
+def test_run_greedy_text_equals_plain_decoding(cli, qwen_pair):
     target, draft = qwen_pair
     outputs = {}
     for method in ("draft", "ngram", "none"):
         argv = ["run", target] + ([draft] if method == "draft" else []) + [
             "--method", method, "--prompt", "Speculative decoding is", "--prompt", "a b a b a b",
             "--max-new-tokens", 10, "--json", "--batch-size", 2]
-        code, out, err = run(capsys, *argv)
+        code, out, err = cli(*argv)
         assert code == 0, err
         outputs[method] = [s["token_ids"] for s in json.loads(out)["sequences"]]
     assert outputs["draft"] == outputs["none"] == outputs["ngram"]
 
 
-def test_chat_formats_the_prompt_with_the_target_template(capsys, qwen_pair):
+def test_chat_formats_the_prompt_with_the_target_template(cli, qwen_pair):
     target, draft = qwen_pair
-    code, out, err = run(capsys, "run", target, draft, "--prompt", "Hi", "--chat", "--max-new-tokens", 2, "--json")
+    code, out, err = cli("run", target, draft, "--prompt", "Hi", "--chat", "--max-new-tokens", 2, "--json")
     assert code == 0, err
     prompt_ids = json.loads(out)["sequences"][0]["prompt_ids"]
     assert prompt_ids[0] == 151644  # <|im_start|>
@@ -81,18 +74,18 @@ def mistral_model(models, mistral_json):
                         generation_config={"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None})
 
 
-def test_incompatible_pair_is_refused_with_its_findings(capsys, qwen_pair, mistral_model):
-    code, out, err = run(capsys, "run", qwen_pair[0], mistral_model, "--prompt", "hello", "--max-new-tokens", 4)
+def test_incompatible_pair_is_refused_with_its_findings(cli, qwen_pair, mistral_model):
+    code, out, err = cli("run", qwen_pair[0], mistral_model, "--prompt", "hello", "--max-new-tokens", 4)
     assert code == 1
     assert "INCOMPATIBLE" in err and "vocab.conflict" in err
     assert err.strip().splitlines()[-1].startswith("error: refused: the pair is incompatible")
-    code, out, err = run(capsys, "run", qwen_pair[0], mistral_model, "--prompt", "hello", "--max-new-tokens", 4,
+    code, out, err = cli("run", qwen_pair[0], mistral_model, "--prompt", "hello", "--max-new-tokens", 4,
                          "--allow-incompatible", "--json")
     assert code == 0, err
     document = json.loads(out)
     assert document["verdict"] == "incompatible"
     # still lossless: the same tokens as the target alone
-    code, plain, _ = run(capsys, "run", qwen_pair[0], "--method", "none", "--prompt", "hello", "--max-new-tokens", 4,
+    code, plain, _ = cli("run", qwen_pair[0], "--method", "none", "--prompt", "hello", "--max-new-tokens", 4,
                          "--json")
     assert document["sequences"][0]["token_ids"] == json.loads(plain)["sequences"][0]["token_ids"]
 
@@ -107,12 +100,12 @@ def test_incompatible_pair_is_refused_with_its_findings(capsys, qwen_pair, mistr
     (["run", "{target}", "{draft}", "--prompt-file", "{missing}"], ["prompt file not found"]),
     (["run", "{target}", "{draft}", "--prompt", "x", "--method", "beam"], ["--method must be one of"]),
 ])
-def test_bad_run_input_exits_2_with_one_line(capsys, qwen_pair, qwen25_json, tmp_path, argv, words):
+def test_bad_run_input_exits_2_with_one_line(cli, qwen_pair, qwen25_json, tmp_path, argv, words):
     if "cuda:7" in argv and torch.cuda.device_count() > 7:
         pytest.skip("this machine has a cuda:7")
     values = {"target": qwen_pair[0], "draft": qwen_pair[1], "missing": tmp_path / "missing",
               "tokenizer": qwen25_json}
-    code, _, err = run(capsys, *[a.format(**{k: str(v) for k, v in values.items()}) for a in argv])
+    code, _, err = cli(*[a.format(**{k: str(v) for k, v in values.items()}) for a in argv])
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -122,14 +115,14 @@ def test_bad_run_input_exits_2_with_one_line(capsys, qwen_pair, qwen25_json, tmp
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_greedy_equals_plain_decoding(capsys, qwen_pair):
+def test_cuda_greedy_equals_plain_decoding(cli, qwen_pair):
     target, draft = qwen_pair
     outputs = []
     for method in ("draft", "none"):
         argv = ["run", target] + ([draft] if method == "draft" else []) + [
             "--method", method, "--prompt", "Speculative decoding is", "--max-new-tokens", 16, "--json",
             "--device", "cuda", "--dtype", "float32"]
-        code, out, err = run(capsys, *argv)
+        code, out, err = cli(*argv)
         assert code == 0, err
         assert json.loads(out)["device"].startswith("cuda")
         outputs.append(json.loads(out)["sequences"][0]["token_ids"])

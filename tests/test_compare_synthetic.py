@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from fixtures import add_tokens_at_end, edit_tokenizer, swap_ids
 
+from tests.support.fixtures import add_tokens_at_end, edit_tokenizer, swap_ids
 from vocabcheck import compare, inspect
 from vocabcheck.demo import qwen
 from vocabcheck.verdict import Verdict

@@ -9,15 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vocabcheck.cli import main
 from vocabcheck.config import ModelConfig, read_config
 from vocabcheck.errors import InputError
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def edited_model(source: Path, directory: Path, *, config: dict | None = None, drop: tuple[str, ...] = (),
@@ -56,7 +49,7 @@ WRONG_TYPES = [
 
 
 @pytest.mark.parametrize(("field", "value", "problem"), WRONG_TYPES, ids=[f"{f}={v!r}" for f, v, _ in WRONG_TYPES])
-def test_a_config_value_of_the_wrong_type_is_the_same_one_line_in_every_command(capsys, qwen_pair, tmp_path, field,
+def test_a_config_value_of_the_wrong_type_is_the_same_one_line_in_every_command(cli, qwen_pair, tmp_path, field,
                                                                                  value, problem):
     target, draft = qwen_pair
     bad = edited_model(draft, tmp_path / "bad", config={field: value})
@@ -70,7 +63,7 @@ def test_a_config_value_of_the_wrong_type_is_the_same_one_line_in_every_command(
     }
     lines = {}
     for name, argv in commands.items():
-        code, out, err = cli(capsys, *argv)
+        code, out, err = cli(*argv)
         assert code == 2, (name, code, out, err)
         lines[name] = one_line(err)
     expected = f"error: {bad / 'config.json'}: {problem}"
@@ -78,12 +71,12 @@ def test_a_config_value_of_the_wrong_type_is_the_same_one_line_in_every_command(
     assert not out_dir.exists()  # align wrote nothing
 
 
-def test_a_generation_config_eos_of_the_wrong_type_is_one_line(capsys, qwen_pair, tmp_path):
+def test_a_generation_config_eos_of_the_wrong_type_is_one_line(cli, qwen_pair, tmp_path):
     """generation_config.json's eos ids decide when generation stops: a string is refused, not skipped in favour of
     config.json's."""
     _, draft = qwen_pair
     bad = edited_model(draft, tmp_path / "bad", generation={"eos_token_id": "151645"})
-    code, _, err = cli(capsys, "inspect", bad)
+    code, _, err = cli("inspect", bad)
     assert code == 2
     assert one_line(err) == (f"error: {bad / 'generation_config.json'}: eos_token_id must be an integer or a list of "
                              "integers, found the string '151645'")
@@ -93,12 +86,12 @@ def test_a_generation_config_eos_of_the_wrong_type_is_one_line(capsys, qwen_pair
     ({"num_hidden_layers": "2"}, ["num_hidden_layers"]),  # a field only transformers reads: its strict validation
     ({"layer_types": ["bogus_attention", "full_attention"]}, ["validate_layer_type"]),  # its class validation
 ])
-def test_run_refuses_in_one_line_what_only_transformers_checks(capsys, qwen_pair, tmp_path, config, words):
+def test_run_refuses_in_one_line_what_only_transformers_checks(cli, qwen_pair, tmp_path, config, words):
     """A config the profile accepts but transformers refuses when `run` loads the model: one line naming the model
     directory (exit code 2), not a traceback (exit code 3)."""
     _, draft = qwen_pair
     bad = edited_model(draft, tmp_path / "bad", config=config)
-    code, out, err = cli(capsys, "run", bad, "--method", "none", "--prompt", "hello", "--max-new-tokens", 1,
+    code, out, err = cli("run", bad, "--method", "none", "--prompt", "hello", "--max-new-tokens", 1,
                          "--device", "cpu")
     assert code == 2, (out, err)
     line = one_line(err)
@@ -107,7 +100,7 @@ def test_run_refuses_in_one_line_what_only_transformers_checks(capsys, qwen_pair
         assert word in line, line
 
 
-def test_null_means_not_given_and_text_config_fills_in(capsys, qwen_pair, tmp_path):
+def test_null_means_not_given_and_text_config_fills_in(cli, qwen_pair, tmp_path):
     """Multimodal configs keep the text model's fields in text_config: a top-level field that is missing or null is
     read from there (without a checkpoint, the rows come from it)."""
     _, draft = qwen_pair
@@ -116,7 +109,7 @@ def test_null_means_not_given_and_text_config_fills_in(capsys, qwen_pair, tmp_pa
                                  "text_config": {"vocab_size": 151936, "tie_word_embeddings": True,
                                                  "hidden_size": 32}},
                          drop=("hidden_size",))
-    code, out, err = cli(capsys, "inspect", model, "--json")
+    code, out, err = cli("inspect", model, "--json")
     assert code == 0, err
     document = json.loads(out)
     assert document["config_vocab_size"] == 151936
@@ -124,20 +117,20 @@ def test_null_means_not_given_and_text_config_fills_in(capsys, qwen_pair, tmp_pa
                                       "output_tensor": None, "tied": True, "hidden_size": 32, "source": "config"}
 
 
-def test_a_wrong_type_inside_text_config_is_named_with_its_path(capsys, qwen_pair, tmp_path):
+def test_a_wrong_type_inside_text_config_is_named_with_its_path(cli, qwen_pair, tmp_path):
     _, draft = qwen_pair
     bad = edited_model(draft, tmp_path / "bad", config={"text_config": {"vocab_size": "151936"}})
-    code, _, err = cli(capsys, "compare", bad, draft)
+    code, _, err = cli("compare", bad, draft)
     assert code == 2
     assert one_line(err).endswith("config.json: text_config.vocab_size must be an integer, found the string "
                                   "'151936'")
 
 
-def test_a_negative_token_id_means_no_token(capsys, qwen_pair, tmp_path):
+def test_a_negative_token_id_means_no_token(cli, qwen_pair, tmp_path):
     """Old Llama configs write pad_token_id -1; transformers loads them (with a warning), and so does vocabcheck."""
     _, draft = qwen_pair
     model = edited_model(draft, tmp_path / "llama-style", config={"pad_token_id": -1, "bos_token_id": None})
-    code, _, err = cli(capsys, "compare", model, draft, "--no-probe")
+    code, _, err = cli("compare", model, draft, "--no-probe")
     assert code == 0, err
     from vocabcheck import inspect
 
@@ -145,11 +138,11 @@ def test_a_negative_token_id_means_no_token(capsys, qwen_pair, tmp_path):
     assert config.pad_token_id == -1 and config.token_id("pad") is None and config.token_id("bos") is None
 
 
-def test_a_negative_vocab_size_is_refused(capsys, qwen_pair, tmp_path):
+def test_a_negative_vocab_size_is_refused(cli, qwen_pair, tmp_path):
     """transformers reads a negative vocab_size but cannot build the model with it; vocabcheck says so up front."""
     _, draft = qwen_pair
     bad = edited_model(draft, tmp_path / "bad", config={"vocab_size": -151936})
-    code, _, err = cli(capsys, "inspect", bad)
+    code, _, err = cli("inspect", bad)
     assert code == 2
     assert one_line(err).endswith("config.json: vocab_size must be a non-negative integer, found the integer -151936")
 

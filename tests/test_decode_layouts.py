@@ -149,17 +149,6 @@ def test_a_sliding_draft_for_a_full_attention_target():
 # --- models whose cache cannot be rolled back ----------------------------------------------------------------
 
 
-@pytest.fixture
-def cli(capsys):
-    from vocabcheck.cli import main
-
-    def call(*argv):
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return call
-
 
 def test_recurrent_and_linear_attention_layouts_are_named(tmp_path):
     from transformers import MambaConfig, MambaForCausalLM, Qwen3NextConfig

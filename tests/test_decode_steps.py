@@ -198,12 +198,9 @@ def test_prompt_files_split_at_newlines_only(tmp_path):
     (["--batch-size", "0"], "--batch-size must be at least 1"),
     (["--ngram-min", "3", "--ngram-max", "2"], "need 1 <= --ngram-min <= --ngram-max"),
 ])
-def test_bad_decoding_options_get_one_line_and_exit_2_before_any_model_loads(capsys, tmp_path, option, words):
-    from vocabcheck.cli import main
-
+def test_bad_decoding_options_get_one_line_and_exit_2_before_any_model_loads(cli, tmp_path, option, words):
     missing = tmp_path / "no-model-here"  # never opened: the options are refused first
-    code = main(["run", str(missing), str(missing), "--prompt", "x", *option])
-    _, err = capsys.readouterr()
+    code, _, err = cli("run", missing, missing, "--prompt", "x", *option)
     assert code == 2, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err

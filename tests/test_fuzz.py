@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import fuzz_mutate as fm
-from fuzz_targets import TARGETS, Materials
-from fuzz_worker import Worker
+from tests.support import fuzz_mutate as fm
+from tests.support.fuzz_targets import TARGETS
+from tests.support.fuzz_worker import Worker
 from vocabcheck.cli import main
 
 # inputs per target in the short run (1,096 in all, about 30 s on two cores)
@@ -35,12 +35,6 @@ SHORT_RUN = {
     "gguf-small": 80,
     "tokenizer-full": 6,
 }
-
-
-@pytest.fixture(scope="session")
-def materials(fixture_root, qwen25_json, qwen_pair) -> Materials:
-    target, draft = qwen_pair
-    return Materials(fixture_root / "fuzz-1", qwen_json=qwen25_json, draft_dir=draft, target_dir=target)
 
 
 @pytest.fixture(scope="session")
@@ -84,12 +78,6 @@ def test_mutated_inputs_end_in_success_or_one_line_error(target, materials, work
 # --- regressions: one per crash the fuzzer found ---------------------------------------------------------------
 
 
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def assert_one_line_error(code, err, path, *words):
     assert code == 2, err
     lines = err.strip().splitlines()
@@ -109,38 +97,38 @@ def small_document(materials) -> dict:
     return json.loads(materials.small_text)
 
 
-def test_a_number_of_5000_digits_in_tokenizer_json_is_bad_input(capsys, materials, tmp_path):
+def test_a_number_of_5000_digits_in_tokenizer_json_is_bad_input(cli, materials, tmp_path):
     # json.loads raised ValueError (Python's 4,300-digit limit), not JSONDecodeError: exit code 3
     path = tmp_path / "tokenizer.json"
     path.write_text(materials.small_text.replace('"version": "1.0"', '"version": ' + "1" * 5000, 1))
-    assert_one_line_error(*cli(capsys, "inspect", path)[::2], path, "not valid JSON", "4,300 digits")
+    assert_one_line_error(*cli("inspect", path)[::2], path, "not valid JSON", "4,300 digits")
 
 
-def test_a_number_of_5000_digits_in_config_json_is_bad_input(capsys, small_model):
+def test_a_number_of_5000_digits_in_config_json_is_bad_input(cli, small_model):
     config = small_model / "config.json"
     config.write_text(config.read_text().replace('"hidden_size": 32', '"hidden_size": ' + "9" * 5000))
-    assert_one_line_error(*cli(capsys, "inspect", small_model)[::2], config, "config.json is not valid JSON")
+    assert_one_line_error(*cli("inspect", small_model)[::2], config, "config.json is not valid JSON")
 
 
-def test_a_model_type_that_is_not_a_string_is_bad_input(capsys, materials, tmp_path):
+def test_a_model_type_that_is_not_a_string_is_bad_input(cli, materials, tmp_path):
     # `model_type not in MODEL_DEFAULTS` raised TypeError: unhashable type: 'dict'
     document = small_document(materials)
     document["model"]["type"] = {"BPE": 1}
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(document))
-    assert_one_line_error(*cli(capsys, "inspect", path)[::2], path, "unsupported tokenizer model type")
+    assert_one_line_error(*cli("inspect", path)[::2], path, "unsupported tokenizer model type")
 
 
-def test_a_unigram_score_no_float_holds_is_bad_input(capsys, tmp_path):
+def test_a_unigram_score_no_float_holds_is_bad_input(cli, tmp_path):
     # float(10**400) raised OverflowError
     path = tmp_path / "tokenizer.json"
     path.write_text('{"model": {"type": "Unigram", "unk_id": 0, "vocab": [["<unk>", 0.0], ["a", 1' + "0" * 400
                     + ']]}}')
-    assert_one_line_error(*cli(capsys, "inspect", path)[::2], path, "Unigram scores")
+    assert_one_line_error(*cli("inspect", path)[::2], path, "Unigram scores")
 
 
 @pytest.mark.parametrize("where", ["vocab", "added_tokens", "config"])
-def test_an_unpaired_surrogate_is_refused_where_it_is_read(capsys, materials, small_model, where):
+def test_an_unpaired_surrogate_is_refused_where_it_is_read(cli, materials, small_model, where):
     # Python's JSON parser accepts "\udc80"; the profile held it, and printing or writing the report failed with
     # UnicodeEncodeError (exit code 3)
     tokenizer = small_model / "tokenizer.json"
@@ -156,11 +144,11 @@ def test_an_unpaired_surrogate_is_refused_where_it_is_read(capsys, materials, sm
             document["added_tokens"][0]["content"] = "<|end\udc80|>"
         tokenizer.write_text(json.dumps(document))  # ensure_ascii: the surrogate is written as an escape
         path = tokenizer
-    assert_one_line_error(*cli(capsys, "compare", small_model, materials.model_dir, "--json")[::2], path,
+    assert_one_line_error(*cli("compare", small_model, materials.model_dir, "--json")[::2], path,
                           "not Unicode text", "U+DC80")
 
 
-def test_escaped_surrogate_pairs_are_text(capsys, materials, small_model):
+def test_escaped_surrogate_pairs_are_text(cli, materials, small_model):
     """An emoji written as a surrogate-pair escape (json.dumps' default) is a real character: accepted, same
     fingerprint as the file written in UTF-8."""
     document = small_document(materials)
@@ -171,40 +159,40 @@ def test_escaped_surrogate_pairs_are_text(capsys, materials, small_model):
     assert '\\ud83d\\ude00' in tokenizer.read_text()
     other = small_model.parent / "utf8.json"
     other.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
-    code, out, err = cli(capsys, "compare", tokenizer, other, "--json")
+    code, out, err = cli("compare", tokenizer, other, "--json")
     assert code == 0, err
     assert json.loads(out)["verdict"] == "identical"
 
 
-def test_a_safetensors_header_nested_too_deeply_is_bad_input(capsys, small_model):
+def test_a_safetensors_header_nested_too_deeply_is_bad_input(cli, small_model):
     # huggingface_hub's header parser let RecursionError through
     header = b"[" * 100_000 + b"]" * 100_000
     (small_model / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
-    assert_one_line_error(*cli(capsys, "inspect", small_model)[::2], small_model / "model.safetensors",
+    assert_one_line_error(*cli("inspect", small_model)[::2], small_model / "model.safetensors",
                           "nested too deeply")
 
 
-def test_a_safetensors_shape_of_huge_dimensions_is_refused_at_once(capsys, small_model):
+def test_a_safetensors_shape_of_huge_dimensions_is_refused_at_once(cli, small_model):
     # huggingface_hub multiplied out every shape (parameter_count): 200,000 dimensions of 2**64 took minutes
     header = json.dumps({"model.embed_tokens.weight": {"dtype": "F32", "shape": [2**64] * 200_000,
                                                        "data_offsets": [0, 8]}}).encode()
     (small_model / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))
     started = time.perf_counter()
-    assert_one_line_error(*cli(capsys, "inspect", small_model)[::2], small_model / "model.safetensors",
+    assert_one_line_error(*cli("inspect", small_model)[::2], small_model / "model.safetensors",
                           "does not fit its 8 bytes")
     assert time.perf_counter() - started < 10
 
 
-def test_a_safetensors_header_cannot_claim_rows_its_file_does_not_hold(capsys, small_model):
+def test_a_safetensors_header_cannot_claim_rows_its_file_does_not_hold(cli, small_model):
     """A header that says 2**40 rows over 8 bytes would make `align` pad billions of rows: refused."""
     header = json.dumps({"model.embed_tokens.weight": {"dtype": "F32", "shape": [2**40, 32],
                                                        "data_offsets": [0, 8]}}).encode()
     (small_model / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(8))
-    assert_one_line_error(*cli(capsys, "inspect", small_model)[::2], small_model / "model.safetensors",
+    assert_one_line_error(*cli("inspect", small_model)[::2], small_model / "model.safetensors",
                           "[1099511627776, 32] of F32", "does not fit")
 
 
-def test_a_lone_lm_head_beside_a_tied_config_reads_its_rows(capsys, small_model, materials):
+def test_a_lone_lm_head_beside_a_tied_config_reads_its_rows(cli, small_model, materials):
     # a config saying tied beside a checkpoint with only lm_head: rows were None and the diff crashed formatting them
     header = json.dumps({"lm_head.weight": {"dtype": "F32", "shape": [544, 32], "data_offsets": [0, 544 * 32 * 4]}})
     (small_model / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header.encode()
@@ -212,22 +200,22 @@ def test_a_lone_lm_head_beside_a_tied_config_reads_its_rows(capsys, small_model,
     config = json.loads((small_model / "config.json").read_text())
     config["vocab_size"] = 600
     (small_model / "config.json").write_text(json.dumps(config))
-    code, out, err = cli(capsys, "compare", materials.model_dir, small_model, "--json")
+    code, out, err = cli("compare", materials.model_dir, small_model, "--json")
     assert code == 0, err
     document = json.loads(out)
     assert document["alignment"]["draft_rows"] == 544
     assert "rows.config-mismatch" in {f["code"] for f in document["findings"]}
 
 
-def test_an_index_naming_a_shard_too_long_for_the_file_system_is_bad_input(capsys, small_model):
+def test_an_index_naming_a_shard_too_long_for_the_file_system_is_bad_input(cli, small_model):
     # Path.is_file() raised OSError (ENAMETOOLONG) out of the loader
     (small_model / "model.safetensors").unlink()
     index = small_model / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": {"lm_head.weight": "a" * 300 + ".safetensors"}}))
-    assert_one_line_error(*cli(capsys, "inspect", small_model)[::2], index, "cannot be opened", "too long")
+    assert_one_line_error(*cli("inspect", small_model)[::2], index, "cannot be opened", "too long")
 
 
-def test_a_damaged_pytorch_pickle_is_bad_input(capsys, materials, small_model):
+def test_a_damaged_pytorch_pickle_is_bad_input(cli, materials, small_model):
     # torch's weights-only unpickler raised IndexError on a truncated BINPUT opcode
     import io
     import zipfile
@@ -242,7 +230,7 @@ def test_a_damaged_pytorch_pickle_is_bad_input(capsys, materials, small_model):
             archive.writestr(info.filename, payload)
     (small_model / "model.safetensors").unlink()
     (small_model / "pytorch_model.bin").write_bytes(buffer.getvalue())
-    assert_one_line_error(*cli(capsys, "inspect", small_model)[::2], small_model / "pytorch_model.bin",
+    assert_one_line_error(*cli("inspect", small_model)[::2], small_model / "pytorch_model.bin",
                           "cannot read PyTorch checkpoint")
 
 
@@ -251,19 +239,19 @@ def slow_model(materials, tmp_path) -> Path:
     return Path(shutil.copytree(materials.slow_dir, tmp_path / "slow"))
 
 
-def test_a_config_transformers_rejects_is_bad_input_for_conversion(capsys, slow_model):
+def test_a_config_transformers_rejects_is_bad_input_for_conversion(cli, slow_model):
     # transformers' strict config dataclass raised StrictDataclassFieldValidationError out of AutoTokenizer
     config = json.loads((slow_model / "config.json").read_text())
     config["rope_parameters"] = "bos_token_id"
     (slow_model / "config.json").write_text(json.dumps(config))
-    assert_one_line_error(*cli(capsys, "inspect", slow_model)[::2], slow_model,
+    assert_one_line_error(*cli("inspect", slow_model)[::2], slow_model,
                           "transformers cannot build a tokenizer here", "rope_parameters")
 
 
-def test_slow_tokenizer_files_the_tokenizers_library_rejects_are_bad_input(capsys, slow_model):
+def test_slow_tokenizer_files_the_tokenizers_library_rejects_are_bad_input(cli, slow_model):
     # the tokenizers library raised its bare Exception ("Error while initializing BPE") out of AutoTokenizer
     (slow_model / "vocab.json").write_text("")
-    assert_one_line_error(*cli(capsys, "inspect", slow_model)[::2], slow_model,
+    assert_one_line_error(*cli("inspect", slow_model)[::2], slow_model,
                           "transformers cannot build a tokenizer here", "BPE")
 
 
@@ -281,28 +269,28 @@ def test_slow_tokenizer_files_that_make_the_library_panic_are_bad_input(capfd, s
     assert err.startswith(f"error: {slow_model}: transformers cannot build a tokenizer here: PanicException: "), err
 
 
-def test_a_sparse_vocab_json_is_refused_before_the_library_writes_every_id(capsys, slow_model):
+def test_a_sparse_vocab_json_is_refused_before_the_library_writes_every_id(cli, slow_model):
     # tokenizers' to_str() walks every id up to the largest: an id of 4,294,967,295 asked for 8 GiB and aborted
     vocab = json.loads((slow_model / "vocab.json").read_text())
     vocab["zzzz"] = 2**32 - 1
     (slow_model / "vocab.json").write_text(json.dumps(vocab))
     started = time.perf_counter()
-    assert_one_line_error(*cli(capsys, "inspect", slow_model)[::2], slow_model, "sparse beyond reason")
+    assert_one_line_error(*cli("inspect", slow_model)[::2], slow_model, "sparse beyond reason")
     assert time.perf_counter() - started < 20
 
 
-def test_a_tokenizer_json_the_library_panics_on_is_bad_input(capsys, materials, tmp_path):
+def test_a_tokenizer_json_the_library_panics_on_is_bad_input(cli, materials, tmp_path):
     # BPE with a continuing_subword_prefix longer than a merge's second part: tokenizers panics in from_str; the
     # probe of `compare` loads the tokenizer and the panic escaped as PanicException (exit code 1, a traceback)
     document = small_document(materials)
     document["model"]["continuing_subword_prefix"] = "###"
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(document))
-    assert_one_line_error(*cli(capsys, "compare", path, materials.small_json)[::2], path,
+    assert_one_line_error(*cli("compare", path, materials.small_json)[::2], path,
                           "the tokenizers library cannot load this tokenizer")
 
 
-def test_a_tokenizer_that_loads_but_cannot_encode_is_bad_input(capsys, materials, tmp_path):
+def test_a_tokenizer_that_loads_but_cannot_encode_is_bad_input(cli, materials, tmp_path):
     # an unk token missing from the vocabulary: loading succeeded and the probe's encode_batch raised
     document = small_document(materials)
     document["model"]["unk_token"] = "hidden_size"
@@ -310,11 +298,11 @@ def test_a_tokenizer_that_loads_but_cannot_encode_is_bad_input(capsys, materials
     document["model"]["merges"] = []
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(document))
-    assert_one_line_error(*cli(capsys, "compare", path, materials.small_json)[::2], path,
+    assert_one_line_error(*cli("compare", path, materials.small_json)[::2], path,
                           "cannot encode text with it", "hidden_size")
 
 
-def test_a_pre_tokenizer_regex_that_backtracks_forever_is_bad_input(capsys, materials, tmp_path):
+def test_a_pre_tokenizer_regex_that_backtracks_forever_is_bad_input(cli, materials, tmp_path):
     """A catastrophic regex: the regex engine stops at its retry limit and tokenizers panics; refused as bad input
     within seconds."""
     document = small_document(materials)
@@ -322,12 +310,12 @@ def test_a_pre_tokenizer_regex_that_backtracks_forever_is_bad_input(capsys, mate
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(document))
     started = time.perf_counter()
-    assert_one_line_error(*cli(capsys, "compare", path, materials.small_json)[::2], path,
+    assert_one_line_error(*cli("compare", path, materials.small_json)[::2], path,
                           "cannot encode text with it", "retry-limit")
     assert time.perf_counter() - started < 30
 
 
-def test_a_gguf_whose_merges_name_unknown_tokens_is_bad_input(capsys, materials, tmp_path):
+def test_a_gguf_whose_merges_name_unknown_tokens_is_bad_input(cli, materials, tmp_path):
     # transformers' GGUF builder raised the tokenizers library's bare Exception ("Token `Ġof` out of vocabulary")
     import gguf
     import numpy as np
@@ -345,7 +333,7 @@ def test_a_gguf_whose_merges_name_unknown_tokens_is_bad_input(capsys, materials,
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    assert_one_line_error(*cli(capsys, "inspect", path)[::2], path, "transformers cannot build this GGUF tokenizer")
+    assert_one_line_error(*cli("inspect", path)[::2], path, "transformers cannot build this GGUF tokenizer")
 
 
 @pytest.mark.parametrize(("line", "words"), [
@@ -355,16 +343,16 @@ def test_a_gguf_whose_merges_name_unknown_tokens_is_bad_input(capsys, materials,
     (b"YQ== 3", "also given on line"),
     (b"YWFh" * 400 + b" 600", "over the 1,024-byte limit"),
 ])
-def test_tiktoken_ranks_that_lie_are_bad_input(capsys, materials, tmp_path, line, words):
+def test_tiktoken_ranks_that_lie_are_bad_input(cli, materials, tmp_path, line, words):
     # a negative or 2**32 rank made the BPE constructor raise OverflowError; a rank of 4e9 made to_str() walk
     # 4 billion ids; a duplicate rank gave two tokens one id; a 1,200-byte token costs its length squared
     lines = materials.tiktoken_small.read_bytes().splitlines()
     path = tmp_path / "ranks.tiktoken"
     path.write_bytes(b"\n".join(lines[:300] + [line]) + b"\n")
-    assert_one_line_error(*cli(capsys, "inspect", path)[::2], path, words)
+    assert_one_line_error(*cli("inspect", path)[::2], path, words)
 
 
-def test_a_finding_that_quotes_text_with_brackets_prints(capsys, materials, tmp_path):
+def test_a_finding_that_quotes_text_with_brackets_prints(cli, materials, tmp_path):
     # found by the fuzzer after render/terminal.py began printing findings in a table grid: the message went in as
     # a markup string, and the probe's text "... [INST] [/INST] ..." quoted in probe.encodings raised rich's
     # MarkupError ("closing tag '[/INST]' ... doesn't match any open tag"): exit code 3 on a valid pair
@@ -374,6 +362,6 @@ def test_a_finding_that_quotes_text_with_brackets_prints(capsys, materials, tmp_
             token["content"] = "<|im_begin|>"
     draft = tmp_path / "renamed.json"
     draft.write_text(json.dumps(document))
-    code, out, err = cli(capsys, "compare", materials.small_json, draft)
+    code, out, err = cli("compare", materials.small_json, draft)
     assert code == 1, err  # an added token renamed: incompatible, and the report says why
     assert "[INST] [/INST]" in out and "probe.encodings" in out

@@ -11,15 +11,8 @@ import jsonschema
 import pytest
 
 from vocabcheck import gate as gate_module
-from vocabcheck.cli import main
 from vocabcheck.demo import qwen
 from vocabcheck.render.data import schema
-
-
-def run(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def manifest(path: Path, *pairs: dict) -> Path:
@@ -67,7 +60,7 @@ def junit_cases(path: Path) -> dict[str, ET.Element]:
     return {c.get("name"): c for c in cases}
 
 
-def test_right_expectations_exit_0_and_each_model_is_profiled_once(capsys, tmp_path, monkeypatch, qwen_pair,
+def test_right_expectations_exit_0_and_each_model_is_profiled_once(cli, tmp_path, monkeypatch, qwen_pair,
                                                                    qwen25_json, mistral_json):
     target, draft = qwen_pair
     path = manifest(tmp_path / "gate.toml",
@@ -83,7 +76,7 @@ def test_right_expectations_exit_0_and_each_model_is_profiled_once(capsys, tmp_p
     monkeypatch.setattr(gate_module, "open_model", lambda spec: calls.append(spec) or real_open(spec))
     monkeypatch.setattr(gate_module, "build_profile", lambda source: calls.append("build") or real_build(source))
     out_json, out_xml, out_md = tmp_path / "out" / "gate.json", tmp_path / "out" / "junit.xml", tmp_path / "gate.md"
-    code, out, err = run(capsys, "gate", path, "--json", out_json, "--junit", out_xml, "--markdown", out_md)
+    code, out, err = cli("gate", path, "--json", out_json, "--junit", out_xml, "--markdown", out_md)
     assert code == 0, out + err
     # four distinct models across five pairs: each opened and profiled once
     opened = [c for c in calls if c != "build"]
@@ -114,7 +107,7 @@ def test_right_expectations_exit_0_and_each_model_is_profiled_once(capsys, tmp_p
     assert "5 of 5 pairs as expected" in out and "7B vs mistral" in out
 
 
-def test_wrong_expectations_exit_1_with_one_failure_per_unmet_pair(capsys, tmp_path, qwen_pair, qwen25_json,
+def test_wrong_expectations_exit_1_with_one_failure_per_unmet_pair(cli, tmp_path, qwen_pair, qwen25_json,
                                                                    mistral_json):
     target, draft = qwen_pair
     path = manifest(tmp_path / "gate.toml",
@@ -125,7 +118,7 @@ def test_wrong_expectations_exit_1_with_one_failure_per_unmet_pair(capsys, tmp_p
                     {"name": "any verdict", "target": qwen25_json, "draft": mistral_json("v1"),
                      "min": "incompatible"})
     xml = tmp_path / "junit.xml"
-    code, out, _ = run(capsys, "gate", path, "--junit", xml)
+    code, out, _ = cli("gate", path, "--junit", xml)
     assert code == 1
     cases = junit_cases(xml)
     assert len(cases) == 5
@@ -143,7 +136,7 @@ def test_wrong_expectations_exit_1_with_one_failure_per_unmet_pair(capsys, tmp_p
     assert "2 of 5 pairs as expected, 3 not" in out
 
 
-def test_strict_and_allow(capsys, tmp_path, tokenizer_only_models):
+def test_strict_and_allow(cli, tmp_path, tokenizer_only_models):
     instruct, base = tokenizer_only_models["instruct"], tokenizer_only_models["base"]
     path = manifest(tmp_path / "gate.toml",
                     {"name": "lenient", "target": instruct, "draft": base, "expect": "identical"},
@@ -153,7 +146,7 @@ def test_strict_and_allow(capsys, tmp_path, tokenizer_only_models):
                     {"name": "strict and wrong", "target": instruct, "draft": base, "expect": "padded-compatible",
                      "strict": True})
     out_json, xml = tmp_path / "gate.json", tmp_path / "junit.xml"
-    code, out, _ = run(capsys, "gate", path, "--json", out_json, "--junit", xml)
+    code, out, _ = cli("gate", path, "--json", out_json, "--junit", xml)
     assert code == 1
     pairs = {p["name"]: p for p in json.loads(out_json.read_text())["pairs"]}
     assert {name: p["result"] for name, p in pairs.items()} == {
@@ -166,7 +159,7 @@ def test_strict_and_allow(capsys, tmp_path, tokenizer_only_models):
                                       "rows unknown on both sides); strict: 1 warning code not allowed: special.eos")
 
 
-def test_relative_paths_resolve_against_the_manifest(capsys, tmp_path, monkeypatch, qwen_pair):
+def test_relative_paths_resolve_against_the_manifest(cli, tmp_path, monkeypatch, qwen_pair):
     target, draft = qwen_pair
     link(tmp_path / "repo" / "models", "qwen-7b", target)
     link(tmp_path / "repo" / "models", "qwen-0.5b", draft)
@@ -176,7 +169,7 @@ def test_relative_paths_resolve_against_the_manifest(capsys, tmp_path, monkeypat
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     out_json = tmp_path / "gate.json"
-    code, out, err = run(capsys, "gate", path, "--json", out_json)
+    code, out, err = cli("gate", path, "--json", out_json)
     assert code == 0, out + err
     [pair] = json.loads(out_json.read_text())["pairs"]
     assert pair["name"] == "../models/qwen-7b ← ../models/qwen-0.5b"  # reports name models as the manifest does
@@ -184,12 +177,12 @@ def test_relative_paths_resolve_against_the_manifest(capsys, tmp_path, monkeypat
     assert pair["comparison"]["target"]["spec"] == "../models/qwen-7b"
     # a path that is not there is named as resolved against the manifest, not as a hub id
     manifest(path, {"target": "../models/qwen-7b", "draft": "../models/qwen-3b"})
-    code, _, err = run(capsys, "gate", path)
+    code, _, err = cli("gate", path)
     assert code == 2
     assert err.strip() == f"error: {path.parent / '../models/qwen-3b'}: no such file or directory"
 
 
-def test_a_broken_model_does_not_hide_the_other_pairs(capsys, tmp_path, qwen_pair, qwen25_json):
+def test_a_broken_model_does_not_hide_the_other_pairs(cli, tmp_path, qwen_pair, qwen25_json):
     target, draft = qwen_pair
     broken = tmp_path / "broken"
     link(broken, "tokenizer.json", qwen25_json)
@@ -202,7 +195,7 @@ def test_a_broken_model_does_not_hide_the_other_pairs(capsys, tmp_path, qwen_pai
                     {"name": "broken again", "target": broken, "draft": draft},
                     {"name": "wrong", "target": target, "draft": draft, "expect": "identical"})
     out_json, xml, md = tmp_path / "gate.json", tmp_path / "junit.xml", tmp_path / "gate.md"
-    code, out, err = run(capsys, "gate", path, "--json", out_json, "--junit", xml, "--markdown", md)
+    code, out, err = cli("gate", path, "--json", out_json, "--junit", xml, "--markdown", md)
     assert code == 2
     # one line per model that cannot be read, naming the file
     lines = err.strip().splitlines()
@@ -226,21 +219,21 @@ def test_a_broken_model_does_not_hide_the_other_pairs(capsys, tmp_path, qwen_pai
     assert "💥 error" in md.read_text() and "good" in out and "broken again" in out
 
 
-def test_github_step_summary_is_appended(capsys, tmp_path, monkeypatch, tokenizer_only_models):
+def test_github_step_summary_is_appended(cli, tmp_path, monkeypatch, tokenizer_only_models):
     summary = tmp_path / "step_summary.md"
     summary.write_text("# Build\n\nearlier step", encoding="utf-8")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     path = manifest(tmp_path / "gate.toml", {"name": "instruct ← base", "target": tokenizer_only_models["instruct"],
                                              "draft": tokenizer_only_models["base"], "expect": "identical"})
-    assert run(capsys, "gate", path)[0] == 0
-    assert run(capsys, "gate", path)[0] == 0
+    assert cli("gate", path)[0] == 0
+    assert cli("gate", path)[0] == 0
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("# Build\n\nearlier step\n## vocabcheck gate: ")
     assert text.count("## vocabcheck gate: ") == 2
     assert text.count("| instruct ← base | identical | identical | ✅ pass |") == 2
 
 
-def test_reports_are_written_only_after_every_pair_is_evaluated(capsys, tmp_path, monkeypatch, qwen_pair):
+def test_reports_are_written_only_after_every_pair_is_evaluated(cli, tmp_path, monkeypatch, qwen_pair):
     target, draft = qwen_pair
     path = manifest(tmp_path / "gate.toml", {"target": target, "draft": draft}, {"target": draft, "draft": target})
     xml = tmp_path / "junit.xml"
@@ -254,7 +247,7 @@ def test_reports_are_written_only_after_every_pair_is_evaluated(capsys, tmp_path
         return real_judge(*args, **kwargs)
 
     monkeypatch.setattr(gate_module, "judge", interrupted_on_the_second_pair)
-    code, _, _ = run(capsys, "gate", path, "--junit", xml, "--json", tmp_path / "gate.json")
+    code, _, _ = cli("gate", path, "--junit", xml, "--json", tmp_path / "gate.json")
     assert code == 130  # interrupted
     assert xml.read_text() == "previous run" and not (tmp_path / "gate.json").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
@@ -287,11 +280,11 @@ MANIFEST_ERRORS = [
 
 
 @pytest.mark.parametrize("name,text,words", MANIFEST_ERRORS, ids=[case[0] for case in MANIFEST_ERRORS])
-def test_manifest_errors_are_one_line_naming_the_manifest(capsys, tmp_path, name, text, words):
+def test_manifest_errors_are_one_line_naming_the_manifest(cli, tmp_path, name, text, words):
     path = tmp_path / f"{name}.toml"
     path.write_text(text, encoding="utf-8")
     xml = tmp_path / "junit.xml"
-    code, out, err = run(capsys, "gate", path, "--junit", xml)
+    code, out, err = cli("gate", path, "--junit", xml)
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: "), err
@@ -300,10 +293,10 @@ def test_manifest_errors_are_one_line_naming_the_manifest(capsys, tmp_path, name
     assert "Traceback" not in err and not xml.exists()
 
 
-def test_a_manifest_that_is_missing_or_a_directory(capsys, tmp_path):
-    code, _, err = run(capsys, "gate", tmp_path / "nope.toml")
+def test_a_manifest_that_is_missing_or_a_directory(cli, tmp_path):
+    code, _, err = cli("gate", tmp_path / "nope.toml")
     assert code == 2 and err.strip().startswith(f"error: {tmp_path / 'nope.toml'}: ") and "not found" in err
-    code, _, err = run(capsys, "gate", tmp_path)
+    code, _, err = cli("gate", tmp_path)
     assert code == 2 and err.strip() == f"error: {tmp_path}: is a directory; expected a TOML gate manifest"
 
 

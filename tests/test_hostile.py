@@ -13,13 +13,6 @@ from pathlib import Path
 import pytest
 
 from vocabcheck import rewrite
-from vocabcheck.cli import main
-
-
-def cli(capsys, *argv) -> tuple[int, str, str]:
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line(err: str) -> str:
@@ -41,10 +34,10 @@ def light_target(directory: Path, target: Path, **config) -> Path:
 # --- row 2: a row count align would allocate ------------------------------------------------------------------------
 
 
-def test_align_refuses_a_config_vocab_size_of_10_to_the_18_before_allocating(capsys, tmp_path, qwen_pair):
+def test_align_refuses_a_config_vocab_size_of_10_to_the_18_before_allocating(cli, tmp_path, qwen_pair):
     target = light_target(tmp_path / "target", qwen_pair[0], vocab_size=10**18)
     out = tmp_path / "aligned"
-    code, _, err = cli(capsys, "align", target, qwen_pair[1], "--out", out)
+    code, _, err = cli("align", target, qwen_pair[1], "--out", out)
     assert code == 2
     line = one_line(err)
     assert line.startswith(f"error: {target}: 1,000,000,000,000,000,000 rows (the target's config.json vocab_size)")
@@ -52,7 +45,7 @@ def test_align_refuses_a_config_vocab_size_of_10_to_the_18_before_allocating(cap
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["target"]
 
 
-def test_align_refuses_a_sparse_checkpoint_of_2_to_the_36_rows_before_allocating(capsys, tmp_path, qwen_pair):
+def test_align_refuses_a_sparse_checkpoint_of_2_to_the_36_rows_before_allocating(cli, tmp_path, qwen_pair):
     """A 64 GiB sparse safetensors file (a few blocks on disk) whose embedding claims 2³⁶ one-byte rows: the draft
     would be padded to 2³⁶ rows of its own width, 8 TiB."""
     rows = 2**36
@@ -64,7 +57,7 @@ def test_align_refuses_a_sparse_checkpoint_of_2_to_the_36_rows_before_allocating
         handle.write(struct.pack("<Q", len(header)) + header)
         handle.truncate(8 + len(header) + rows)
     out = tmp_path / "aligned"
-    code, _, err = cli(capsys, "align", target, qwen_pair[1], "--out", out)
+    code, _, err = cli("align", target, qwen_pair[1], "--out", out)
     assert code == 2
     line = one_line(err)
     assert line.startswith(f"error: {target}: 68,719,476,736 rows (the target's checkpoint): ")
@@ -72,11 +65,11 @@ def test_align_refuses_a_sparse_checkpoint_of_2_to_the_36_rows_before_allocating
     assert not out.exists()
 
 
-def test_align_refuses_matrices_larger_than_the_memory_available(capsys, monkeypatch, tmp_path, qwen_pair):
+def test_align_refuses_matrices_larger_than_the_memory_available(cli, monkeypatch, tmp_path, qwen_pair):
     target, draft = qwen_pair
     monkeypatch.setattr(rewrite, "available_memory", lambda: 1 << 20)  # 1 MiB; the padded matrix is 18.6 MiB
     out = tmp_path / "aligned"
-    code, _, err = cli(capsys, "align", target, draft, "--out", out)
+    code, _, err = cli("align", target, draft, "--out", out)
     assert code == 2
     line = one_line(err)
     assert line == (f"error: {target}: 152,064 rows (the target's checkpoint): align would allocate 18.6 MiB for the "
@@ -88,11 +81,11 @@ def test_align_refuses_matrices_larger_than_the_memory_available(capsys, monkeyp
 
 
 @pytest.mark.parametrize("value", ["[" * 900 + "]" * 900, "{a = " * 900 + "1" + "}" * 900])
-def test_a_gate_manifest_nested_900_deep_is_one_line(capsys, tmp_path, value):
+def test_a_gate_manifest_nested_900_deep_is_one_line(cli, tmp_path, value):
     manifest = tmp_path / "gate.toml"
     manifest.write_text(f'[[pair]]\ntarget = {value}\ndraft = "b"\n', encoding="utf-8")
     junit = tmp_path / "junit.xml"
-    code, _, err = cli(capsys, "gate", manifest, "--junit", junit)
+    code, _, err = cli("gate", manifest, "--junit", junit)
     assert code == 2
     assert one_line(err) == (f"error: {manifest}: arrays or inline tables nested too deeply for a gate manifest "
                              "(tomllib gives up at a few hundred levels)")
@@ -158,20 +151,20 @@ def report_destinations(tmp_path: Path) -> list[tuple[Path, str]]:
                                "writes a file of that name")]
 
 
-def test_bench_refuses_a_report_destination_it_cannot_write_before_the_benchmark_runs(capsys, tmp_path, qwen_pair,
+def test_bench_refuses_a_report_destination_it_cannot_write_before_the_benchmark_runs(cli, tmp_path, qwen_pair,
                                                                                       prompts, no_benchmark):
     for report, expected in report_destinations(tmp_path):
-        code, _, err = cli(capsys, *bench_argv(qwen_pair[0], prompts, report))
+        code, _, err = cli(*bench_argv(qwen_pair[0], prompts, report))
         assert code == 2 and one_line(err) == expected
     assert no_benchmark == []
     assert (tmp_path / "bench-report").read_text() == "not a directory"
 
 
-def test_bench_report_onto_a_full_disk_is_one_line_and_leaves_nothing(capsys, monkeypatch, tmp_path, qwen_pair,
+def test_bench_report_onto_a_full_disk_is_one_line_and_leaves_nothing(cli, monkeypatch, tmp_path, qwen_pair,
                                                                       prompts):
     report = tmp_path / "reports" / "bench"
     written = full_disk_on(monkeypatch, 2)  # bench.md is written whole, then the disk is full
-    code, _, err = cli(capsys, *bench_argv(qwen_pair[0], prompts, report))
+    code, _, err = cli(*bench_argv(qwen_pair[0], prompts, report))
     assert code == 2
     assert one_line(err) == (f"error: {report / 'bench.json'}: cannot write the benchmark report: No space left on "
                              "device")
@@ -195,35 +188,35 @@ def hostile_model(tmp_path: Path, draft: Path, name: str = "model") -> Path:
     return directory
 
 
-def test_escape_sequences_in_a_config_are_shown_not_obeyed(capsys, tmp_path, qwen_pair):
+def test_escape_sequences_in_a_config_are_shown_not_obeyed(cli, tmp_path, qwen_pair):
     model = hostile_model(tmp_path, qwen_pair[1])
     visible = "\\x1b[41mRED\\x1b[0m \\x1b]0;owned title\\x07 \\x9b31m"
-    code, out, err = cli(capsys, "inspect", model)
+    code, out, err = cli("inspect", model)
     assert code == 0, err
     assert not RAW.search(out + err) and visible in out
-    code, out, err = cli(capsys, "compare", qwen_pair[0], model)
+    code, out, err = cli("compare", qwen_pair[0], model)
     assert code == 0, err
     assert not RAW.search(out + err) and "\\x1b[41mRED" in out  # in a narrow table column, folded
-    code, out, _ = cli(capsys, "inspect", model, "--json")
+    code, out, _ = cli("inspect", model, "--json")
     assert code == 0 and json.loads(out)["architecture"] == ESC_SEQUENCES  # JSON keeps the exact data
 
 
-def test_escape_sequences_in_file_names_are_shown_not_obeyed(capsys, tmp_path, qwen_pair):
+def test_escape_sequences_in_file_names_are_shown_not_obeyed(cli, tmp_path, qwen_pair):
     model = hostile_model(tmp_path, qwen_pair[1], name="draft \x1b]0;owned\x07 \x1b[2J")
     markdown = tmp_path / "report.md"
-    code, out, err = cli(capsys, "compare", qwen_pair[0], model, "--markdown", markdown)
+    code, out, err = cli("compare", qwen_pair[0], model, "--markdown", markdown)
     assert code == 0, err
     assert not RAW.search(out + err) and "\\x1b" in out  # the path is folded in a table column
     text = markdown.read_text(encoding="utf-8")
     assert not RAW.search(text) and "draft \\x1b]0;owned\\x07 \\x1b[2J" in text
 
 
-def test_escape_sequences_in_gate_pair_names_are_shown_not_obeyed(capsys, tmp_path, qwen_pair):
+def test_escape_sequences_in_gate_pair_names_are_shown_not_obeyed(cli, tmp_path, qwen_pair):
     manifest = tmp_path / "gate.toml"
     manifest.write_text(f'[[pair]]\nname = "evil \\u001b[2J\\u001b]0;owned\\u0007"\ntarget = "{qwen_pair[0]}"\n'
                         f'draft = "{qwen_pair[1]}"\n', encoding="utf-8")
     reports = {flag: tmp_path / name for flag, name in (("--markdown", "gate.md"), ("--json", "gate.json"))}
-    code, out, err = cli(capsys, "gate", manifest, *(x for pair in reports.items() for x in pair))
+    code, out, err = cli("gate", manifest, *(x for pair in reports.items() for x in pair))
     assert code == 0, err
     assert not RAW.search(out + err) and "\\x1b" in out  # the name is folded in a table column
     text = reports["--markdown"].read_text(encoding="utf-8")
@@ -231,21 +224,21 @@ def test_escape_sequences_in_gate_pair_names_are_shown_not_obeyed(capsys, tmp_pa
     assert json.loads(reports["--json"].read_text())["pairs"][0]["name"] == "evil \x1b[2J\x1b]0;owned\x07"
 
 
-def test_usage_errors_quoting_the_command_line_are_escaped(capsys):
-    code, _, err = cli(capsys, "\x1b[41mcompare")
+def test_usage_errors_quoting_the_command_line_are_escaped(cli):
+    code, _, err = cli("\x1b[41mcompare")
     assert code == 2 and not RAW.search(err) and "'\\x1b[41mcompare'" in err
 
 
 # --- row 12: ... nor the file prefix of an error line ---------------------------------------------------------------
 
 
-def test_a_shard_name_with_escape_sequences_is_escaped_in_the_error_prefix_too(capsys, tmp_path, qwen_pair):
+def test_a_shard_name_with_escape_sequences_is_escaped_in_the_error_prefix_too(cli, tmp_path, qwen_pair):
     model = tmp_path / "model"
     shutil.copytree(qwen_pair[1], model)
     (model / "model.safetensors").unlink()
     (model / "model.safetensors.index.json").write_text(json.dumps(
         {"weight_map": {"model.embed_tokens.weight": "\x1b[41mevil\x1b[0m.safetensors"}}))
-    code, _, err = cli(capsys, "inspect", model)
+    code, _, err = cli("inspect", model)
     assert code == 2
     line = one_line(err)
     assert not RAW.search(line)
@@ -263,7 +256,7 @@ def test_one_line_escapes_the_file_and_the_problem():
 # --- row 13: align onto a full disk ---------------------------------------------------------------------------------
 
 
-def test_align_onto_a_full_disk_names_the_output_not_the_input(capsys, monkeypatch, tmp_path, qwen_pair):
+def test_align_onto_a_full_disk_names_the_output_not_the_input(cli, monkeypatch, tmp_path, qwen_pair):
     import safetensors.torch
     from safetensors import SafetensorError
 
@@ -274,7 +267,7 @@ def test_align_onto_a_full_disk_names_the_output_not_the_input(capsys, monkeypat
     monkeypatch.setattr(safetensors.torch, "save_file", full_disk)
     target, draft = qwen_pair
     out = tmp_path / "aligned"
-    code, _, err = cli(capsys, "align", target, draft, "--out", out)
+    code, _, err = cli("align", target, draft, "--out", out)
     assert code == 2
     assert one_line(err) == f"error: {out}: cannot write the aligned draft: No space left on device"
     assert list(tmp_path.iterdir()) == []  # no directory, no temporary directory
@@ -283,7 +276,7 @@ def test_align_onto_a_full_disk_names_the_output_not_the_input(capsys, monkeypat
 # --- row 14: two aligns to one --out at once ------------------------------------------------------------------------
 
 
-def test_of_two_aligns_to_one_out_the_second_to_finish_exits_2_without_force(capsys, monkeypatch, tmp_path,
+def test_of_two_aligns_to_one_out_the_second_to_finish_exits_2_without_force(cli, monkeypatch, tmp_path,
                                                                              qwen_pair):
     """Both find --out free; the other align finishes while this one copies its files; this one must not replace
     what the other wrote."""
@@ -300,18 +293,18 @@ def test_of_two_aligns_to_one_out_the_second_to_finish_exits_2_without_force(cap
         real_copy(src, dst)
 
     monkeypatch.setattr(aligner, "_copy", copy_while_the_other_align_finishes)
-    code, _, err = cli(capsys, "align", target, draft, "--out", out)
+    code, _, err = cli("align", target, draft, "--out", out)
     assert other and other[0].out == out
     assert code == 2
     assert one_line(err) == (f"error: {out}: --out exists and is not empty: it was written while align ran; pass "
                              "--force to replace it")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["aligned"]  # no temporary directory left
     monkeypatch.setattr(aligner, "_copy", real_copy)
-    code, stdout, err = cli(capsys, "compare", target, out, "--json")  # the other's draft, whole
+    code, stdout, err = cli("compare", target, out, "--json")  # the other's draft, whole
     assert code == 0 and json.loads(stdout)["verdict"] == "identical", err
 
 
-def test_with_force_the_second_align_replaces_the_first(capsys, monkeypatch, tmp_path, qwen_pair):
+def test_with_force_the_second_align_replaces_the_first(cli, monkeypatch, tmp_path, qwen_pair):
     from vocabcheck import aligner
 
     target, draft = qwen_pair
@@ -325,7 +318,7 @@ def test_with_force_the_second_align_replaces_the_first(capsys, monkeypatch, tmp
         real_copy(src, dst)
 
     monkeypatch.setattr(aligner, "_copy", copy_after_another_writer)
-    code, _, err = cli(capsys, "align", target, draft, "--out", out, "--force")
+    code, _, err = cli("align", target, draft, "--out", out, "--force")
     assert code == 0, err
     assert not (out / "theirs.txt").exists() and (out / "model.safetensors").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["aligned"]

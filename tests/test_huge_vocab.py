@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from vocabcheck.cli import main
 from vocabcheck.sources import base
 
 ENV = "VOCABCHECK_MAX_TOKENIZER_ENTRIES"
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line(err: str) -> str:
@@ -48,22 +41,22 @@ def write_vocab(path: Path, tokens: int, *, chunk: int = 1_000_000) -> Path:
     return path
 
 
-def test_a_vocabulary_over_the_limit_is_refused_in_one_line(capsys, monkeypatch, tmp_path):
+def test_a_vocabulary_over_the_limit_is_refused_in_one_line(cli, monkeypatch, tmp_path):
     path = write_vocab(tmp_path / "tokenizer.json", 5_000, chunk=1_000)
     monkeypatch.setenv(ENV, "5012")  # exactly its entries: accepted
-    code, out, err = cli(capsys, "inspect", path, "--json")
+    code, out, err = cli("inspect", path, "--json")
     assert code == 0, err
     assert json.loads(out)["tokenizer"]["regular_tokens"] == 5_000
     monkeypatch.setenv(ENV, "5011")
     for argv in (["inspect", path], ["compare", path, path], ["compare", path, path, "--no-probe", "--json"]):
-        code, _, err = cli(capsys, *argv)
+        code, _, err = cli(*argv)
         assert code == 2, (argv, err)
         assert one_line(err) == (f"error: {path}: tokenizer.json holds more than 5,011 entries (tokens, merges, "
                                  f"ids...; at most 5,014), the limit that keeps a comparison within a few GB of "
                                  f"memory; {ENV} raises it")
 
 
-def test_commas_and_brackets_inside_strings_are_not_entries(capsys, monkeypatch, tmp_path):
+def test_commas_and_brackets_inside_strings_are_not_entries(cli, monkeypatch, tmp_path):
     """The first count (commas and brackets anywhere) only bounds the entries; a file over the limit by that count
     is counted exactly before it is refused."""
     document = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
@@ -77,18 +70,18 @@ def test_commas_and_brackets_inside_strings_are_not_entries(capsys, monkeypatch,
     assert entries == 7 + 3 + 6  # the top-level members, the model's, the vocabulary
     assert text.count(",") + text.count("[") + text.count("{") > entries + 10
     monkeypatch.setenv(ENV, str(entries))
-    code, _, err = cli(capsys, "inspect", path)
+    code, _, err = cli("inspect", path)
     assert code == 0, err
     monkeypatch.setenv(ENV, str(entries - 1))
-    code, _, err = cli(capsys, "inspect", path)
+    code, _, err = cli("inspect", path)
     assert code == 2
     assert f"holds more than {entries - 1:,} entries" in one_line(err)
 
 
 @pytest.mark.parametrize("value", ["many", "0", "-5", "1e6"])
-def test_a_limit_that_is_not_a_positive_number_is_one_line(capsys, monkeypatch, qwen25_json, value):
+def test_a_limit_that_is_not_a_positive_number_is_one_line(cli, monkeypatch, qwen25_json, value):
     monkeypatch.setenv(ENV, value)
-    code, _, err = cli(capsys, "inspect", qwen25_json)
+    code, _, err = cli("inspect", qwen25_json)
     assert code == 2
     assert one_line(err) == f"error: {ENV} must be a positive whole number of entries, not {value!r}"
 
@@ -101,7 +94,6 @@ def test_the_real_tokenizers_are_well_within_the_default_limit(qwen25_json, qwen
 
 MEASURE = """
 import json, resource, sys
-from vocabcheck.cli import main
 
 scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is in bytes on macOS, in KiB on Linux
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
@@ -169,19 +161,19 @@ def test_the_count_is_exact_for_any_json_text():
             assert base.count_entries(text) == reference_count(value), text
 
 
-def test_a_hostile_text_is_counted_in_one_pass(capsys, monkeypatch, tmp_path):
+def test_a_hostile_text_is_counted_in_one_pass(cli, monkeypatch, tmp_path):
     """Commas enough to need the exact count, then a string that never ends, made of escaped quotes: each would be a
     place to start matching a string again if the count scanned strings by trial and error."""
     path = tmp_path / "tokenizer.json"
     path.write_text("[" + "," * 100_000 + '"' + '\\"' * 1_000_000, encoding="utf-8")
     monkeypatch.setenv(ENV, "50000")
-    code, _, err = cli(capsys, "inspect", path)
+    code, _, err = cli("inspect", path)
     assert code == 2
     assert "holds more than 50,000 entries" in one_line(err)
     assert base.count_entries(path.read_text(encoding="utf-8")) == 100_001
 
 
-def test_a_tiktoken_file_with_more_ranks_than_the_limit_is_refused_before_it_is_converted(capsys, monkeypatch,
+def test_a_tiktoken_file_with_more_ranks_than_the_limit_is_refused_before_it_is_converted(cli, monkeypatch,
                                                                                           tmp_path):
     """Each rank becomes a vocabulary entry of the tokenizer.json converted from the file: too many ranks are refused
     from a count of its lines, before they are split and converted."""
@@ -191,11 +183,11 @@ def test_a_tiktoken_file_with_more_ranks_than_the_limit_is_refused_before_it_is_
     path.write_bytes(b"\n".join(base64.b64encode(bytes([i % 256, i // 256])) + b" %d" % i for i in range(1_001))
                      + b"\n\n")
     monkeypatch.setenv(ENV, "2000")  # room for the ranks and the rest of the tokenizer.json
-    code, out, err = cli(capsys, "inspect", path, "--json")
+    code, out, err = cli("inspect", path, "--json")
     assert code == 0, err
     assert json.loads(out)["tokenizer"]["regular_tokens"] == 1_001
     monkeypatch.setenv(ENV, "1000")
-    code, _, err = cli(capsys, "inspect", path)
+    code, _, err = cli("inspect", path)
     assert code == 2
     assert one_line(err) == (f"error: {path}: tiktoken ranks file holds more than 1,000 ranks, each an entry of its "
                              f"tokenizer.json: over the 1,000-entry limit that keeps a comparison within a few GB of "

@@ -17,26 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzz_targets import Materials
-from vocabcheck.cli import main
 from vocabcheck.errors import VocabcheckError
 from vocabcheck.sources import base, checkpoint
 
 
-@pytest.fixture(scope="module")
-def materials(fixture_root, qwen25_json, qwen_pair) -> Materials:
-    target, draft = qwen_pair
-    return Materials(fixture_root / "fuzz-1", qwen_json=qwen25_json, draft_dir=draft, target_dir=target)
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(capsys, argv, path, *words, code=2):
-    result, _, err = cli(capsys, *argv)
+def one_line_error(cli, argv, path, *words, code=2):
+    result, _, err = cli(*argv)
     assert result == code, err
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), err
@@ -95,32 +81,39 @@ def bin_model(materials, tmp_path) -> Path:
     return directory
 
 
-def test_a_sharded_bin_checkpoint_with_a_code_pickle_is_refused(capsys, materials, tmp_path):
+@pytest.mark.parametrize(("layout", "command"), [("one file", "inspect"), ("sharded", "compare")])
+def test_a_bin_checkpoint_with_a_code_pickle_is_refused_and_never_run(cli, materials, tmp_path, layout, command):
+    """A torch.save-format checkpoint whose data.pkl would create a file if unpickled: refused, one line naming the
+    file, and the file never appears (weights_only unpickling); alone or as one shard of an index."""
     marker = tmp_path / "pwned"
     directory = copy_model(materials.model_dir, tmp_path / "evil", skip=("model.safetensors",))
-    (directory / "pytorch_model-00001-of-00002.bin").write_bytes(materials.torch_bytes)
-    (directory / "pytorch_model-00002-of-00002.bin").write_bytes(evil_checkpoint(marker))
-    (directory / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {
-        "model.embed_tokens.weight": "pytorch_model-00001-of-00002.bin",
-        "lm_head.weight": "pytorch_model-00002-of-00002.bin"}}))
-    one_line_error(capsys, ["compare", directory, materials.model_dir], "pytorch_model-00002-of-00002.bin",
-                   "refused")
+    if layout == "one file":
+        evil = directory / "pytorch_model.bin"
+    else:
+        evil = directory / "pytorch_model-00002-of-00002.bin"
+        (directory / "pytorch_model-00001-of-00002.bin").write_bytes(materials.torch_bytes)
+        (directory / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {
+            "model.embed_tokens.weight": "pytorch_model-00001-of-00002.bin",
+            "lm_head.weight": "pytorch_model-00002-of-00002.bin"}}))
+    evil.write_bytes(evil_checkpoint(marker))
+    argv = [command, directory] + ([materials.model_dir] if command == "compare" else [])
+    one_line_error(cli, argv, evil.name, "refused")
     assert not marker.exists()
 
 
-def test_a_legacy_pickle_checkpoint_is_refused_without_unpickling(capsys, materials, tmp_path):
+def test_a_legacy_pickle_checkpoint_is_refused_without_unpickling(cli, materials, tmp_path):
     marker = tmp_path / "pwned"
     directory = copy_model(materials.model_dir, tmp_path / "legacy", skip=("model.safetensors",))
     (directory / "pytorch_model.bin").write_bytes(pickle.dumps({"lm_head.weight": _Evil(marker)}, protocol=2))
-    one_line_error(capsys, ["inspect", directory], directory / "pytorch_model.bin", "cannot read PyTorch checkpoint")
+    one_line_error(cli, ["inspect", directory], directory / "pytorch_model.bin", "cannot read PyTorch checkpoint")
     assert not marker.exists()
 
 
-def test_run_never_unpickles_a_code_pickle(capsys, bin_model, tmp_path):
+def test_run_never_unpickles_a_code_pickle(cli, bin_model, tmp_path):
     """`run` profiles the model first: the code pickle is refused before any model is loaded."""
     marker = tmp_path / "pwned"
     (bin_model / "pytorch_model.bin").write_bytes(evil_checkpoint(marker))
-    one_line_error(capsys, ["run", bin_model, "--method", "none", "--prompt", "hello", "--max-new-tokens", 2,
+    one_line_error(cli, ["run", bin_model, "--method", "none", "--prompt", "hello", "--max-new-tokens", 2,
                             "--device", "cpu"], bin_model / "pytorch_model.bin", "refused")
     assert not marker.exists()
 
@@ -146,7 +139,7 @@ def test_load_model_loads_bin_weights_only(bin_model, tmp_path):
     assert not marker.exists()
 
 
-def test_a_pickle_that_makes_torch_error_reporting_hang_is_refused_at_once(capsys, materials, tmp_path):
+def test_a_pickle_that_makes_torch_error_reporting_hang_is_refused_at_once(cli, materials, tmp_path):
     # found by the fuzzer: torch.load formats the refusal of a pickle through regular expressions whose time grows
     # with the square of the longest non-blank run in the message; a 600 KB global name took hours
     buffer = io.BytesIO()
@@ -156,7 +149,7 @@ def test_a_pickle_that_makes_torch_error_reporting_hang_is_refused_at_once(capsy
     directory = copy_model(materials.model_dir, tmp_path / "slow-pickle", skip=("model.safetensors",))
     (directory / "pytorch_model.bin").write_bytes(buffer.getvalue())
     started = time.perf_counter()
-    one_line_error(capsys, ["inspect", directory], directory / "pytorch_model.bin", "refused",
+    one_line_error(cli, ["inspect", directory], directory / "pytorch_model.bin", "refused",
                    "holds a string of 600,006 characters")
     assert time.perf_counter() - started < 10
 
@@ -190,52 +183,49 @@ def remote_code_repo(source: Path, directory: Path, marker: Path, *, tokenizer_c
     ("config.json", {**CONFIG_AUTO_MAP, "trust_remote_code": True}),
     ("config.json", {**CONFIG_AUTO_MAP, "model_type": "evil"}),
 ])
-def test_custom_tokenizer_code_without_tokenizer_json_is_unsupported(capsys, materials, tmp_path, where, extra):
+def test_custom_tokenizer_code_without_tokenizer_json_is_unsupported(cli, materials, tmp_path, where, extra):
     """Only vocab.json + merges.txt and an auto_map that names the repository's own tokenizer class: reported as
     unsupported, the repository's module is never imported."""
     marker = tmp_path / "ran"
     directory = remote_code_repo(materials.slow_dir, tmp_path / "repo", marker,
                                  tokenizer_config=extra if where == "tokenizer_config.json" else None,
                                  config=extra if where == "config.json" else None)
-    one_line_error(capsys, ["compare", directory, materials.slow_dir], directory, "custom code",
+    one_line_error(cli, ["compare", directory, materials.slow_dir], directory, "custom code",
                    f"{where} auto_map", "never runs repository code")
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("extra", [
-    {"trust_remote_code": True, "tokenizer_class": "EvilTokenizer"},
-    {"trust_remote_code": True},
-])
-def test_trust_remote_code_in_a_repository_file_is_ignored(capsys, materials, tmp_path, extra):
-    """A file cannot switch trust_remote_code on: transformers converts the files with its own classes."""
+TRUST_AND_CLASS = {"trust_remote_code": True, "tokenizer_class": "EvilTokenizer"}
+
+
+@pytest.mark.parametrize(("source", "tokenizer_config", "config"), [
+    ("slow_dir", TRUST_AND_CLASS, TRUST_AND_CLASS),
+    ("slow_dir", {"trust_remote_code": True}, {"trust_remote_code": True}),
+    ("model_dir", {**TOKENIZER_AUTO_MAP, "trust_remote_code": True}, {**CONFIG_AUTO_MAP, "trust_remote_code": True}),
+], ids=["slow-files-class", "slow-files", "tokenizer-json-auto-map"])
+def test_trust_remote_code_in_a_repository_file_is_ignored(cli, materials, tmp_path, source, tokenizer_config,
+                                                           config):
+    """A file cannot switch trust_remote_code on: transformers converts slow tokenizer files with its own classes, and
+    with a tokenizer.json the tokenizer is data, whatever auto_map says; the repository's modules are never
+    imported."""
     marker = tmp_path / "ran"
-    directory = remote_code_repo(materials.slow_dir, tmp_path / "repo", marker, tokenizer_config=extra, config=extra)
-    code, out, err = cli(capsys, "compare", directory, materials.slow_dir, "--json")
+    original = getattr(materials, source)
+    directory = remote_code_repo(original, tmp_path / "repo", marker, tokenizer_config=tokenizer_config,
+                                 config=config)
+    code, out, err = cli("compare", directory, original, "--json")
     assert code == 0, err
     assert json.loads(out)["verdict"] == "identical"
     assert not marker.exists()
 
 
-def test_a_tokenizer_json_is_read_as_data_whatever_auto_map_says(capsys, materials, tmp_path):
-    """With a tokenizer.json the tokenizer is data: compare reads it and never imports the repository's modules."""
-    marker = tmp_path / "ran"
-    directory = remote_code_repo(materials.model_dir, tmp_path / "repo", marker,
-                                 tokenizer_config={**TOKENIZER_AUTO_MAP, "trust_remote_code": True},
-                                 config={**CONFIG_AUTO_MAP, "trust_remote_code": True})
-    code, out, err = cli(capsys, "compare", directory, materials.model_dir, "--json")
-    assert code == 0, err
-    assert json.loads(out)["verdict"] == "identical"
-    assert not marker.exists()
-
-
-def test_a_model_whose_architecture_is_repository_code_is_refused_by_run(capsys, bin_model, tmp_path):
+def test_a_model_whose_architecture_is_repository_code_is_refused_by_run(cli, bin_model, tmp_path):
     marker = tmp_path / "ran"
     for module in ("configuration_evil", "modeling_evil"):
         (bin_model / f"{module}.py").write_text(EVIL_MODULE.format(marker=str(marker)))
     config = json.loads((bin_model / "config.json").read_text())
     config.update({**CONFIG_AUTO_MAP, "model_type": "evil", "trust_remote_code": True})
     (bin_model / "config.json").write_text(json.dumps(config))
-    one_line_error(capsys, ["run", bin_model, "--method", "none", "--prompt", "hello", "--max-new-tokens", 2,
+    one_line_error(cli, ["run", bin_model, "--method", "none", "--prompt", "hello", "--max-new-tokens", 2,
                             "--device", "cpu"], bin_model, "custom code")
     assert not marker.exists()
 
@@ -243,12 +233,12 @@ def test_a_model_whose_architecture_is_repository_code_is_refused_by_run(capsys,
 # --- headers that lie -------------------------------------------------------------------------------------------
 
 
-def test_a_safetensors_header_claiming_2_to_the_60_bytes_is_refused_before_reading(capsys, materials, tmp_path):
+def test_a_safetensors_header_claiming_2_to_the_60_bytes_is_refused_before_reading(cli, materials, tmp_path):
     directory = copy_model(materials.model_dir, tmp_path / "huge")
     (directory / "model.safetensors").write_bytes(struct.pack("<Q", 2**60) + b"{}" + bytes(64))
     tracemalloc.start()
     try:
-        one_line_error(capsys, ["inspect", directory], directory / "model.safetensors",
+        one_line_error(cli, ["inspect", directory], directory / "model.safetensors",
                        "header claims 1,152,921,504,606,846,976 bytes but the file has 74")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -256,7 +246,7 @@ def test_a_safetensors_header_claiming_2_to_the_60_bytes_is_refused_before_readi
     assert peak < 64 << 20
 
 
-def test_a_safetensors_header_over_the_cap_is_refused_before_reading(capsys, materials, tmp_path):
+def test_a_safetensors_header_over_the_cap_is_refused_before_reading(cli, materials, tmp_path):
     """A header that the file does hold, but over 100 MB: refused from its 8-byte length (a sparse file here)."""
     directory = copy_model(materials.model_dir, tmp_path / "long-header", skip=("model.safetensors",))
     claimed = checkpoint.MAX_SAFETENSORS_HEADER_BYTES + 1
@@ -265,7 +255,7 @@ def test_a_safetensors_header_over_the_cap_is_refused_before_reading(capsys, mat
         handle.truncate(8 + claimed)
     tracemalloc.start()
     try:
-        one_line_error(capsys, ["inspect", directory], directory / "model.safetensors",
+        one_line_error(cli, ["inspect", directory], directory / "model.safetensors",
                        f"header of {claimed:,} bytes is over the 104,857,600-byte limit")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -273,13 +263,13 @@ def test_a_safetensors_header_over_the_cap_is_refused_before_reading(capsys, mat
     assert peak < 64 << 20
 
 
-def test_a_shard_of_a_sharded_checkpoint_that_lies_is_named(capsys, materials, tmp_path):
+def test_a_shard_of_a_sharded_checkpoint_that_lies_is_named(cli, materials, tmp_path):
     directory = tmp_path / "sharded"
     shutil.copytree(materials.index_dir, directory, symlinks=True)
     shard = sorted(p for p in directory.glob("*.safetensors"))[1]
     shard.unlink()
     shard.write_bytes(struct.pack("<Q", 2**60) + b"{}")
-    one_line_error(capsys, ["inspect", directory], shard, "header claims 1,152,921,504,606,846,976 bytes")
+    one_line_error(cli, ["inspect", directory], shard, "header claims 1,152,921,504,606,846,976 bytes")
 
 
 # --- index files that point elsewhere ---------------------------------------------------------------------------
@@ -288,18 +278,18 @@ def test_a_shard_of_a_sharded_checkpoint_that_lies_is_named(capsys, materials, t
 @pytest.mark.parametrize("name", ["../../etc/passwd", "/etc/passwd", "shards/../../../etc/passwd", "..", "",
                                   "model-00001\x00.safetensors"])
 @pytest.mark.parametrize("index", ["model.safetensors.index.json", "pytorch_model.bin.index.json"])
-def test_an_index_naming_a_file_outside_the_directory_is_refused(capsys, materials, tmp_path, name, index):
+def test_an_index_naming_a_file_outside_the_directory_is_refused(cli, materials, tmp_path, name, index):
     directory = copy_model(materials.model_dir, tmp_path / "escape", skip=("model.safetensors",))
     (directory / index).write_text(json.dumps({"weight_map": {"lm_head.weight": name}}))
     words = ["invalid file"] if name in ("", "model-00001\x00.safetensors") else ["points outside the model directory"]
-    one_line_error(capsys, ["inspect", directory], directory / index, *words)
+    one_line_error(cli, ["inspect", directory], directory / index, *words)
 
 
-def test_an_index_naming_a_non_string_is_refused(capsys, materials, tmp_path):
+def test_an_index_naming_a_non_string_is_refused(cli, materials, tmp_path):
     directory = copy_model(materials.model_dir, tmp_path / "types", skip=("model.safetensors",))
     index = directory / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": {"lm_head.weight": ["a.safetensors"]}}))
-    one_line_error(capsys, ["inspect", directory], index, "must map tensor names to file names")
+    one_line_error(cli, ["inspect", directory], index, "must map tensor names to file names")
 
 
 @pytest.mark.parametrize(("link", "words"), [
@@ -308,7 +298,7 @@ def test_an_index_naming_a_non_string_is_refused(capsys, materials, tmp_path):
     ("loop", ["is missing"]),  # a link to itself
     ("nowhere", ["is missing"]),  # a dangling link
 ])
-def test_a_shard_that_is_a_symlink_elsewhere_is_read_no_further_than_its_header(capsys, materials, tmp_path, link,
+def test_a_shard_that_is_a_symlink_elsewhere_is_read_no_further_than_its_header(cli, materials, tmp_path, link,
                                                                                 words):
     directory = copy_model(materials.model_dir, tmp_path / "links", skip=("model.safetensors",))
     shard = directory / "evil.safetensors"
@@ -316,37 +306,37 @@ def test_a_shard_that_is_a_symlink_elsewhere_is_read_no_further_than_its_header(
     index = directory / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": {"lm_head.weight": "evil.safetensors"}}))
     started = time.perf_counter()
-    line = one_line_error(capsys, ["inspect", directory], "evil.safetensors", *words)
+    line = one_line_error(cli, ["inspect", directory], "evil.safetensors", *words)
     assert time.perf_counter() - started < 10
     assert "root:" not in line  # no content of the file it points to
 
 
-def test_a_shard_behind_a_symlinked_directory_is_read_no_further_than_its_header(capsys, materials, tmp_path):
+def test_a_shard_behind_a_symlinked_directory_is_read_no_further_than_its_header(cli, materials, tmp_path):
     directory = copy_model(materials.model_dir, tmp_path / "dirlink", skip=("model.safetensors",))
     (directory / "up").symlink_to("/")
     index = directory / "model.safetensors.index.json"
     index.write_text(json.dumps({"weight_map": {"lm_head.weight": "up/etc/passwd"}}))
-    line = one_line_error(capsys, ["inspect", directory], "passwd", "header claims")
+    line = one_line_error(cli, ["inspect", directory], "passwd", "header claims")
     assert "root:" not in line
 
 
-def test_fifos_where_files_are_expected_never_block(capsys, materials, tmp_path):
+def test_fifos_where_files_are_expected_never_block(cli, materials, tmp_path):
     """A FIFO named tokenizer.json, config.json or model.safetensors is not a regular file: it is never opened
     (opening a FIFO blocks until a writer comes)."""
     directory = copy_model(materials.model_dir, tmp_path / "fifos", skip=("config.json", "model.safetensors"))
     os.mkfifo(directory / "config.json")
     os.mkfifo(directory / "model.safetensors")
-    code, out, err = cli(capsys, "inspect", directory, "--json")
+    code, out, err = cli("inspect", directory, "--json")
     assert code == 0, err
     assert json.loads(out)["embeddings"]["source"] == "unknown"
     fifo = tmp_path / "tokenizer.json"
     os.mkfifo(fifo)
-    one_line_error(capsys, ["inspect", fifo], fifo, "not a regular file")
+    one_line_error(cli, ["inspect", fifo], fifo, "not a regular file")
 
 
 @pytest.mark.parametrize("name", ["merges.txt", "vocab.json", "tokenizer_config.json", "config.json"])
 @pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "dangling"])
-def test_slow_tokenizer_files_that_are_not_regular_files_are_refused(capsys, materials, tmp_path, name, kind):
+def test_slow_tokenizer_files_that_are_not_regular_files_are_refused(cli, materials, tmp_path, name, kind):
     """Converting vocab.json + merges.txt hands the directory to transformers, which would open a FIFO (and block) or
     read /dev/zero (without end): such a file is refused by name first."""
     directory = copy_model(materials.slow_dir, tmp_path / "slow", skip=(name,))
@@ -355,7 +345,7 @@ def test_slow_tokenizer_files_that_are_not_regular_files_are_refused(capsys, mat
     else:
         (directory / name).symlink_to(kind if kind.startswith("/") else directory / "nowhere")
     started = time.perf_counter()
-    one_line_error(capsys, ["inspect", directory], directory / name, "is not a regular file")
+    one_line_error(cli, ["inspect", directory], directory / name, "is not a regular file")
     assert time.perf_counter() - started < 30
 
 
@@ -377,12 +367,12 @@ def sparse(path: Path, size: int) -> Path:
     ("chat_template.jinja", base.MAX_CHAT_TEMPLATE_BYTES),
     ("model.safetensors.index.json", base.MAX_INDEX_JSON_BYTES),
 ])
-def test_json_files_over_their_cap_are_refused_without_being_read(capsys, materials, tmp_path, name, limit):
+def test_json_files_over_their_cap_are_refused_without_being_read(cli, materials, tmp_path, name, limit):
     directory = copy_model(materials.model_dir, tmp_path / "big", skip=(name, "model.safetensors"))
     path = sparse(directory / name, limit + 1)
     tracemalloc.start()
     try:
-        one_line_error(capsys, ["inspect", directory], path, f"{limit + 1:,} bytes, over the {limit:,}-byte limit")
+        one_line_error(cli, ["inspect", directory], path, f"{limit + 1:,} bytes, over the {limit:,}-byte limit")
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -406,28 +396,28 @@ def nested(depth: int) -> str:
 
 @pytest.mark.parametrize("name", ["tokenizer.json", "config.json", "tokenizer_config.json",
                                   "generation_config.json", "model.safetensors.index.json"])
-def test_json_nested_100000_deep_is_one_line(capsys, materials, tmp_path, name):
+def test_json_nested_100000_deep_is_one_line(cli, materials, tmp_path, name):
     # json.loads raises RecursionError: one line, exit code 2
     directory = copy_model(materials.model_dir, tmp_path / "deep", skip=(name,))
     (directory / name).write_text('{"a": ' + nested(100_000) + "}")
-    one_line_error(capsys, ["inspect", directory], directory / name, "nested too deeply")
+    one_line_error(cli, ["inspect", directory], directory / name, "nested too deeply")
 
 
 @pytest.mark.parametrize("field", ["dropout", "unk_token", "byte_fallback"])
-def test_tokenizer_values_nested_to_the_parser_limit_are_one_line(capsys, materials, tmp_path, field):
+def test_tokenizer_values_nested_to_the_parser_limit_are_one_line(cli, materials, tmp_path, field):
     """Values nested as deep as the parser accepts (and a little deeper): never an uncaught RecursionError."""
     for depth in range(930, 1000, 7):
         document = json.loads(materials.small_text)
         path = tmp_path / f"deep-{depth}.json"
         path.write_text(json.dumps({**document, "model": {**document["model"], field: 0}})
                         .replace(f'"{field}": 0', f'"{field}": ' + nested(depth), 1))
-        line = one_line_error(capsys, ["compare", path, materials.small_json], path)
+        line = one_line_error(cli, ["compare", path, materials.small_json], path)
         assert "nested too deeply to read" in line or "recursion limit exceeded" in line, line
 
 
-def test_a_normalizer_nested_past_the_tokenizers_limit_is_one_line(capsys, materials, tmp_path):
+def test_a_normalizer_nested_past_the_tokenizers_limit_is_one_line(cli, materials, tmp_path):
     document = json.loads(materials.small_text)
     document["normalizer"] = {"type": "Sequence", "normalizers": [0]}
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(document).replace('"normalizers": [0]', '"normalizers": [' + nested(900) + "]"))
-    one_line_error(capsys, ["inspect", path], path, "normalizer", "recursion limit")
+    one_line_error(cli, ["inspect", path], path, "normalizer", "recursion limit")

@@ -16,13 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.support.gguf_export import HIDDEN, qwen_gguf, write_gguf
 from vocabcheck import compare, inspect
-from vocabcheck.cli import main
 from vocabcheck.errors import InputError, UnsupportedModel
 from vocabcheck.sources import open_model
 from vocabcheck.sources.gguf import read_header
-
-from gguf_export import HIDDEN, qwen_gguf, write_gguf
 
 GGUF_FIXTURES = "gguf-1"
 
@@ -48,7 +46,7 @@ def qwen_target_gguf(qwen_pair, gguf_dir) -> Path:
 def mistral_hf(mistral_json, gguf_dir) -> Path:
     """A Mistral-7B-v0.1-like HF directory without weights: tokenizer.model, tokenizer.json, tokenizer_config.json,
     config.json."""
-    from fixtures import MISTRAL_SPM, mistral_data
+    from tests.support.fixtures import MISTRAL_SPM, mistral_data
 
     directory = gguf_dir / "mistral-v1-hf"
     if not (directory / "config.json").is_file():
@@ -82,12 +80,6 @@ def mistral_gguf(mistral_hf, gguf_dir) -> Path:
     return write_gguf(gguf_dir / "mistral-7b-v0.1.gguf", "llama", vocab, 32000, tied=False)
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 # --- reading ------------------------------------------------------------------------------------------------------
 
 
@@ -108,8 +100,8 @@ def test_header_gives_tokens_types_merges_and_shapes_in_pytorch_order(qwen_draft
     assert embedding.ggml_type == "F16"
 
 
-def test_inspect_gguf_reads_rows_specials_and_provenance(capsys, qwen_target_gguf):
-    code, out, err = run(capsys, "inspect", str(qwen_target_gguf), "--json")
+def test_inspect_gguf_reads_rows_specials_and_provenance(cli, qwen_target_gguf):
+    code, out, err = cli("inspect", str(qwen_target_gguf), "--json")
     assert code == 0, err
     document = json.loads(out)
     assert document["kind"] == "gguf"
@@ -175,8 +167,8 @@ def test_sentencepiece_export_keeps_ids_scores_and_special_tokens(mistral_gguf, 
     assert gguf_side.embeddings.rows == 32000 and gguf_side.embeddings.tied is False
 
 
-def test_a_gguf_of_another_tokenizer_is_incompatible(capsys, mistral_gguf, qwen_pair):
-    code, out, err = run(capsys, "compare", str(mistral_gguf), str(qwen_pair[1]), "--json", "--no-probe")
+def test_a_gguf_of_another_tokenizer_is_incompatible(cli, mistral_gguf, qwen_pair):
+    code, out, err = cli("compare", str(mistral_gguf), str(qwen_pair[1]), "--json", "--no-probe")
     assert code == 1, err
     document = json.loads(out)
     assert document["verdict"] == "incompatible"
@@ -245,7 +237,7 @@ def lying_array(count: int) -> bytes:
     ("tensor-data", "the file is truncated"),
     ("magic", "not a GGUF file"),
 ])
-def test_truncated_and_foreign_files_are_one_line(capsys, tmp_path, tiny_gguf, cut, words):
+def test_truncated_and_foreign_files_are_one_line(cli, tmp_path, tiny_gguf, cut, words):
     data = tiny_gguf.read_bytes()
     header = read_header(tiny_gguf)
     if cut == "tokens":
@@ -256,7 +248,7 @@ def test_truncated_and_foreign_files_are_one_line(capsys, tmp_path, tiny_gguf, c
         broken = b"GGML" + data[4:]
     path = tmp_path / "broken.gguf"
     path.write_bytes(broken)
-    code, out, err = run(capsys, "inspect", str(path))
+    code, out, err = cli("inspect", str(path))
     assert code == 2 and out == ""
     assert err.startswith(f"error: {path}: ") and words in err and len(err.splitlines()) == 1
 
@@ -277,14 +269,14 @@ def test_a_gguf_without_tokenizer_is_refused(tmp_path):
         open_model(str(path))
 
 
-def test_a_tokenizer_transformers_cannot_build_is_named(capsys, tmp_path):
+def test_a_tokenizer_transformers_cannot_build_is_named(cli, tmp_path):
     def wordpiece(writer) -> None:
         writer.add_tokenizer_model("bert")
         writer.add_token_list(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"])
         writer.add_token_types([3, 2, 3, 3, 1])
 
     path = write_gguf(tmp_path / "bert.gguf", "bert", wordpiece, 5, tied=True)
-    code, _, err = run(capsys, "inspect", str(path))
+    code, _, err = cli("inspect", str(path))
     assert code == 2
     assert err == f"error: {path}: GGUF tokenizer.ggml.model='bert' is not one transformers can build a tokenizer " \
                   "from\n"

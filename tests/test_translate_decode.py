@@ -251,17 +251,6 @@ def test_sampled_translated_output_in_a_batch_follows_the_target_distribution(sm
 # --- the command line ------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def cli(capsys):
-    from vocabcheck.cli import main
-
-    def call(*argv):
-        code = main([str(a) for a in argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return call
-
 
 def test_run_translate_from_the_command_line(cli, qwen_mistral):
     target, draft = qwen_mistral

@@ -33,7 +33,7 @@ from .engines import EngineCommand, ServeOptions, engine_commands
 from .errors import InputError, RefusedPair, UnsupportedModel
 from .profile import OUTPUT_SUFFIXES
 from .render.text import clip
-from .rewrite import CHUNK_BYTES, ShardReport, check_allocation, rewrite_checkpoint
+from .rewrite import CHUNK_BYTES, ShardReport, check_allocation, itemsize, rewrite_checkpoint
 from .verdict import Comparison, Verdict
 
 SAFETENSORS_INDEX = "model.safetensors.index.json"
@@ -98,6 +98,11 @@ class AlignPlan:
     def rows(self) -> dict[str, int]:
         """Tensor name → rows it gets, for :func:`vocabcheck.rewrite.rewrite_checkpoint`."""
         return {r.name: r.rows for r in self.resizes}
+
+    @property
+    def added_bytes(self) -> int:
+        """The bytes of the rows the rewrite adds (what it holds in memory beyond one shard)."""
+        return sum(r.added * r.hidden * itemsize(r.dtype) for r in self.resizes)
 
 
 @dataclass(frozen=True)

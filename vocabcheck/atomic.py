@@ -1,4 +1,8 @@
-"""Writing files so that a crash or Ctrl-C leaves the old file or none, never half of one."""
+"""Writing files so that a crash, Ctrl-C, SIGTERM or SIGHUP leaves the old file or none, never half of one.
+
+Under the command line's signal handlers (:mod:`vocabcheck.interrupts`) a signal cannot cut short the cleanup of a
+temporary file or the renames that replace a directory: it is raised when they are done.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .interrupts import deferred
 
 
 def write_bytes(path: str | Path, data: bytes) -> Path:
@@ -24,7 +30,8 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the mode open() would have
         os.replace(tmp, path)
     except BaseException:
-        _remove(tmp)
+        with deferred():
+            _remove(tmp)
         raise
     return path
 
@@ -54,22 +61,24 @@ def directory(path: str | Path, *, replace: bool = True) -> Iterator[Path]:
         for child in tmp.rglob("*"):
             if child.is_file() and not child.is_symlink():
                 os.chmod(child, 0o666 & ~_umask())
-        if not replace:
-            try:
-                os.rename(tmp, path)
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
-                    raise
-                raise FileExistsError(errno.EEXIST, "exists and is not empty", str(path)) from exc
-        elif path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / "previous")
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, path)
+        with deferred():  # the old directory moves aside and the new one in, both or neither
+            if not replace:
+                try:
+                    os.rename(tmp, path)
+                except OSError as exc:
+                    if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR):
+                        raise
+                    raise FileExistsError(errno.EEXIST, "exists and is not empty", str(path)) from exc
+            elif path.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                os.replace(path, old / "previous")
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, path)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        with deferred():
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -13,18 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .findings import (  # noqa: F401  (CODES, Finding and Severity are re-exported: they were defined here)
-    CODES,
-    SHOW,
-    Finding,
-    Severity,
-    _id_span,
-    _ids,
-    _ids_with_tokens,
-    _merge,
-    _more,
-    _short,
-    _special,
-    _special_json,
+    CODES, SHOW, Finding, Severity, _id_span, _ids, _ids_with_tokens, _merge, _more, _short, _special, _special_json,
     _tok,
 )
 from .probe import ProbeResult, run_probe

