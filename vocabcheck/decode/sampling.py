@@ -70,6 +70,8 @@ def residual(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 
 
 def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One token per row of a [..., V] probability tensor."""
-    flat = probs.reshape(-1, probs.shape[-1])
-    return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+    """One token per row of a [..., V] probability tensor: the argmax of p_i / E_i with E_i independent Exp(1)
+    draws, which picks i with probability p_i / sum(p) (the "exponential race"). One pass over the row and no host
+    sync, where ``torch.multinomial`` builds a cumulative table (and took a quarter of a sampled CPU step)."""
+    race = torch.empty_like(probs).exponential_(generator=generator).clamp_(min=torch.finfo(probs.dtype).tiny)
+    return (probs / race).argmax(dim=-1)

@@ -42,6 +42,12 @@ class TranslatedMapping:
         lookup = torch.zeros(max(max(target_ids) + 1, target_rows), dtype=torch.long, device=device)
         lookup[self.target_ids] = self.draft_ids
         self.lookup = lookup
+        self.draft_rows = int(max(draft_ids)) + 1
+        # for each target row, the draft logit it takes: its shared draft id, or one past the draft's ids (-inf)
+        source = torch.full((target_rows,), self.draft_rows, dtype=torch.long, device=device)
+        inside = self.target_ids < target_rows
+        source[self.target_ids[inside]] = self.draft_ids[inside]
+        self.source = source
 
     def to_draft(self, ids: torch.Tensor) -> torch.Tensor:
         """Shared target ids (every proposal is one) as the draft's ids."""
@@ -49,9 +55,9 @@ class TranslatedMapping:
 
     def logits(self, draft_logits: torch.Tensor) -> torch.Tensor:
         """Draft logits [..., draft_rows] as float32 logits over the target's rows: -inf outside the shared ids."""
-        mapped = torch.full((*draft_logits.shape[:-1], self.target_rows), float("-inf"), device=draft_logits.device)
-        mapped[..., self.target_ids] = draft_logits[..., self.draft_ids].float()
-        return mapped
+        x = draft_logits[..., : self.draft_rows].float()
+        x = torch.cat([x, x.new_full((*x.shape[:-1], 1), float("-inf"))], dim=-1)
+        return x.index_select(-1, self.source)
 
     def greedy(self, draft_logits: torch.Tensor) -> torch.Tensor:
         return self.target_ids[draft_logits[..., self.draft_ids].argmax(dim=-1)]
