@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from hub_server import FLOOD_BYTES, FLOOD_LISTED, FakeHub, run_cli, use_hub
+from tests.support.hub_server import FLOOD_BYTES, FLOOD_LISTED, FakeHub, run_cli, use_hub
 
 from vocabcheck.cli import main
 from vocabcheck.errors import InputError

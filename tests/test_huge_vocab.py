@@ -95,6 +95,8 @@ def test_the_real_tokenizers_are_well_within_the_default_limit(qwen25_json, qwen
 MEASURE = """
 import json, resource, sys
 
+from vocabcheck.cli import main
+
 scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss is in bytes on macOS, in KiB on Linux
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 code = main(["compare", sys.argv[1], sys.argv[1]])
@@ -112,9 +114,8 @@ def test_ten_million_tokens_are_refused_by_the_default_limit_without_parsing(tmp
     size = path.stat().st_size
     assert size < base.MAX_TOKENIZER_JSON_BYTES
     env = {k: v for k, v in os.environ.items() if k != ENV}
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
     result = subprocess.run([sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, env=env,
-                            check=False)
+                            check=False, cwd=Path(__file__).resolve().parents[1])
     assert result.returncode == 0, result.stderr
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     assert measured["code"] == 2

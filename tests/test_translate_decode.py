@@ -14,6 +14,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from tests.support.distributions import chi_square, exact_distribution
 from vocabcheck import compare
 from vocabcheck.decode import DecodeOptions, Sampling, generate
 from vocabcheck.decode.translate import Translator
@@ -200,21 +201,6 @@ def small_translated_pair(tmp_path_factory):
     return target_dir, draft_dir
 
 
-def exact_distribution(model, prompt, steps, sampling):
-    from vocabcheck.decode.sampling import warp
-
-    table = {(): 1.0}
-    for _ in range(steps):
-        grown = {}
-        for prefix, mass in table.items():
-            logits = model(torch.tensor([prompt + list(prefix)])).logits[0, -1]
-            probs = warp(logits, sampling).double()
-            for token in torch.nonzero(probs).flatten().tolist():
-                grown[prefix + (token,)] = mass * probs[token].item()
-        table = grown
-    return table
-
-
 def test_sampled_translated_output_in_a_batch_follows_the_target_distribution(small_translated_pair):
     """4,000 rows sampled in one batch, each with its own re-encoding state, against the exact warped target
     distribution: the chi-square statistic stays below the 99.9th percentile (fixed seed)."""
@@ -234,18 +220,9 @@ def test_sampled_translated_output_in_a_batch_follows_the_target_distribution(sm
     counts: dict[tuple[int, ...], int] = {}
     for sequence in result.sequences:
         counts[sequence.token_ids] = counts.get(sequence.token_ids, 0) + 1
-    assert set(counts) <= set(expected), "a sequence outside the target's support"
-    stat, cells, pooled_obs, pooled_exp = 0.0, 0, 0, 0.0
-    for key, prob in expected.items():
-        e, o = prob * n, counts.get(key, 0)
-        if e < 5:
-            pooled_obs, pooled_exp = pooled_obs + o, pooled_exp + e
-        else:
-            stat, cells = stat + (o - e) ** 2 / e, cells + 1
-    if pooled_exp > 0:
-        stat, cells = stat + (pooled_obs - pooled_exp) ** 2 / pooled_exp, cells + 1
+    statistic, dof = chi_square(counts, expected, n)
     assert 0 < result.metrics.accepted < result.metrics.drafted
-    assert stat < chi2.ppf(0.999, cells - 1), (stat, cells - 1)
+    assert statistic < chi2.ppf(0.999, dof), (statistic, dof)
 
 
 # --- the command line ------------------------------------------------------------------------------------------

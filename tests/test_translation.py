@@ -13,7 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from fixtures import MISTRAL_SPM, mistral_data
+from tests.support.fixtures import MISTRAL_SPM, mistral_data
 from tokenizers import Tokenizer
 
 from vocabcheck import compare, inspect
