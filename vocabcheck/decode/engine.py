@@ -189,9 +189,8 @@ def speculative_step(batch: Batch) -> None:
         kept = batch.emit(index, readback[position][1:n + 2])
         batch.rows[index].metrics.record_step(proposals.length(position), n, len(kept), at)
         emitted.append(kept)
-    lengths = count.new_full(count.shape, proposals.width) if proposals.lengths is None \
-        else host_to_device(proposals.lengths, count.device)
-    batch.target.rollback(lengths - count, [proposals.length(i) - n for i, n in enumerate(count_host)])
+    batch.target.rollback(proposals.lengths_on_device() - count,
+                          [proposals.length(i) - n for i, n in enumerate(count_host)])
     if batch.proposer is not None:
         batch.proposer.commit(emitted, proposals, count, count_host, chosen)
     batch.last = chosen

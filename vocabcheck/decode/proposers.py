@@ -31,10 +31,17 @@ class Proposals:
     lengths: list[int] | None = None
     q: torch.Tensor | None = None
     host: list[list[int]] | None = None
+    device_lengths: torch.Tensor | None = None  # ``lengths`` on the device, where they are given
 
     @property
     def width(self) -> int:
         return self.tokens.shape[1]
+
+    def lengths_on_device(self) -> torch.Tensor:
+        """Each row's count of real proposals, [B], on the tokens' device."""
+        if self.device_lengths is not None:
+            return self.device_lengths
+        return torch.full((self.tokens.shape[0],), self.width, dtype=torch.long, device=self.tokens.device)
 
     def length(self, row: int) -> int:
         return self.width if self.lengths is None else self.lengths[row]
@@ -56,8 +63,10 @@ class NgramProposer:
         widest = max(len(p) for p in found)
         padded = [p + [0] * (widest - len(p)) for p in found]
         lengths = [len(p) for p in found]
-        return Proposals(tokens=host_to_device(padded, self.device, shape=(len(found), widest)),
-                         lengths=None if min(lengths) == widest else lengths, host=found)
+        if min(lengths) == widest:
+            return Proposals(tokens=host_to_device(padded, self.device, shape=(len(found), widest)), host=found)
+        return Proposals(tokens=host_to_device(padded, self.device, shape=(len(found), widest)), lengths=lengths,
+                         host=found, device_lengths=host_to_device(lengths, self.device))
 
     def commit(self, emitted: Sequence[Sequence[int]], proposals: Proposals, count: torch.Tensor,
                count_host: list[int], chosen: torch.Tensor) -> None:

@@ -34,11 +34,10 @@ def accept(logits: torch.Tensor, proposals: Proposals, sampling: Sampling,
     width = proposals.width
     device = logits.device
     proposed = proposals.tokens
+    lengths = proposals.lengths_on_device()
     if proposals.lengths is None:
-        lengths = torch.full((proposed.shape[0],), width, device=device)
         target_logits = logits
     else:
-        lengths = host_to_device(proposals.lengths, device)
         slots = ((width - lengths)[:, None] + torch.arange(width + 1, device=device)[None, :]).clamp(max=width)
         target_logits = logits.gather(1, slots[:, :, None].expand(-1, -1, logits.shape[-1]))  # [B, width+1, V]
     valid = torch.arange(width, device=device)[None, :] < lengths[:, None]
