@@ -128,14 +128,16 @@ class RowContext:
     waiting: bool = False  # bytes of an incomplete UTF-8 sequence are buffered in the decoder
     last_fed: int = 0
 
+    def count(self, emitted: Sequence[int]) -> None:
+        """Count the emitted target tokens that no shared token stands for (the draft could not have proposed them)."""
+        self.metrics.outside_shared += sum(token not in self.translator.direct for token in emitted)
+
     def feed(self, target_ids: Sequence[int]) -> list[int]:
         """The draft ids that carry these target tokens, in order (none while a character is incomplete)."""
         out: list[int] = []
         text = []
         for target_id in target_ids:
             direct = self.translator.direct.get(target_id)
-            if direct is None:
-                self.metrics.outside_shared += 1
             if direct is not None and not self.waiting and not text:
                 out.append(direct)
                 continue
@@ -174,6 +176,8 @@ class TranslatingProposer(DraftProposer):
             context.last_fed = ids_[-1]
         tokens, real_ = self._chunk(encoded)
         self.state.forward(tokens, keep=1, real=real_)
+        for context, token in zip(self.rows, first_host):
+            context.count([token])
         self._set_pending([context.feed([token]) for context, token in zip(self.rows, first_host)],
                           [0] * len(prompts))
 
@@ -184,6 +188,7 @@ class TranslatingProposer(DraftProposer):
         width = proposals.width
         rejected, pending = [], []
         for context, tokens, n in zip(self.rows, emitted, count_host):
+            context.count(tokens)
             rejected.append(max(0, width - 1 - n))
             if len(tokens) <= n:  # eos or the length budget ended the row inside its accepted run: it leaves
                 pending.append([])
