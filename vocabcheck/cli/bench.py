@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import shlex
 import sys
@@ -78,10 +79,11 @@ def bench(
                             on_refusal=lambda c: terminal.print_refusal(err, c))
     ids = session.encode(texts, chat=False)
     quiet = json_out or not sys.stderr.isatty()
-    with err.status("benchmarking") if not quiet else _Null() as status:
+    with err.status("benchmarking") if not quiet else contextlib.nullcontext() as status:
         result = run_bench(session, ids, plan, progress=None if quiet else status.update)
     command = "vocabcheck " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vocabcheck bench"
-    machine = f"{platform.machine()}, {platform.processor() or 'cpu'}, {_cores()} cores, Python {platform.python_version()}"
+    machine = (f"{platform.machine()}, {platform.processor() or 'cpu'}, {_cores()} cores, "
+               f"Python {platform.python_version()}")
     if report is not None:
         bench_report.write_report(report, result, target=target, draft=draft, command=command, machine=machine)
     if json_out:
@@ -97,11 +99,3 @@ def _cores() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
-class _Null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False

@@ -63,10 +63,11 @@ class NgramProposer:
         widest = max(len(p) for p in found)
         padded = [p + [0] * (widest - len(p)) for p in found]
         lengths = [len(p) for p in found]
+        tokens = host_to_device(padded, self.device, shape=(len(found), widest))
         if min(lengths) == widest:
-            return Proposals(tokens=host_to_device(padded, self.device, shape=(len(found), widest)), host=found)
-        return Proposals(tokens=host_to_device(padded, self.device, shape=(len(found), widest)), lengths=lengths,
-                         host=found, device_lengths=host_to_device(lengths, self.device))
+            return Proposals(tokens=tokens, host=found)
+        return Proposals(tokens=tokens, lengths=lengths, host=found,
+                         device_lengths=host_to_device(lengths, self.device))
 
     def commit(self, emitted: Sequence[Sequence[int]], proposals: Proposals, count: torch.Tensor,
                count_host: list[int], chosen: torch.Tensor) -> None:

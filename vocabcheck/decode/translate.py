@@ -84,7 +84,7 @@ class Translator:
 
     def token_bytes(self, target_id: int) -> bytes:
         """What a target token stands for: its bytes, or an added token's content as UTF-8."""
-        if 0 <= target_id < len(self.target_table) and self.target_table[target_id] is not None:
+        if not self.is_added(target_id):
             return self.target_table[target_id]
         content = self.target_tokens[target_id] if 0 <= target_id < len(self.target_tokens) else None
         return (content or "").encode("utf-8")
