@@ -89,20 +89,27 @@ def attention_layout(model) -> AttentionLayout:
 def rollback_problem(config, model_class: type | None = None) -> str | None:
     """Why speculative decoding cannot roll back this model's cache (None when it can): recurrent or linear-attention
     state, or layer types the decoder cannot mask by position. Needs only the config (and the model class)."""
+    from transformers import cache_utils
     from transformers.cache_utils import DynamicCache, DynamicLayer, DynamicSlidingWindowLayer
 
     name = getattr(config, "model_type", "?")
+    consequence = "speculative decoding (draft and ngram) cannot run it losslessly, plain decoding (--method none) can"
+    # transformers before 5.25 marks recurrent models on the class; from 5.25 on they build linear-attention layers
     if model_class is not None and getattr(model_class, "_is_stateful", False):
-        return (f"{name} keeps recurrent state that cannot be rolled back to drop rejected proposals; speculative "
-                "decoding (draft and ngram) cannot run it losslessly, plain decoding (--method none) can")
+        return f"{name} keeps recurrent state that cannot be rolled back to drop rejected proposals; {consequence}"
     try:
         layers = DynamicCache(config=config).layers
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         return f"{name}: cannot tell its attention layout from its config ({exc})"
+    recurrent_layer = getattr(cache_utils, "LinearAttentionCacheLayerMixin", ())
+    recurrent = sorted({type(layer).__name__ for layer in layers if isinstance(layer, recurrent_layer)})
+    if recurrent:
+        return (f"{name} keeps recurrent state ({', '.join(recurrent)}) that cannot be rolled back to drop rejected "
+                f"proposals; {consequence}")
     odd = sorted({type(layer).__name__ for layer in layers} - {"DynamicLayer", "DynamicSlidingWindowLayer"})
     if odd:
         return (f"{name} has cache layers that cannot be rolled back to drop rejected proposals ({', '.join(odd)}); "
-                "speculative decoding (draft and ngram) cannot run it losslessly, plain decoding (--method none) can")
+                f"{consequence}")
     windows = {layer.sliding_window for layer in layers if isinstance(layer, DynamicSlidingWindowLayer)}
     if len(windows) > 1:
         return f"{name} has sliding-window layers of different widths ({sorted(windows)}); vocabcheck masks one width"
