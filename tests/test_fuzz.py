@@ -279,7 +279,18 @@ def test_a_sparse_vocab_json_is_refused_before_the_library_writes_every_id(cli, 
     assert time.perf_counter() - started < 20
 
 
-def test_a_tokenizer_json_the_library_panics_on_is_bad_input(cli, materials, tmp_path):
+@pytest.fixture(params=["in-process", "worker"])
+def probe_path(request, monkeypatch):
+    """The probe's tokenizer built in this process, or (as `compare` does for large files) in a worker process first:
+    a file the worker cannot load or encode must end in the same one-line error."""
+    from vocabcheck import probe
+
+    if request.param == "worker":
+        monkeypatch.setattr(probe, "WORKER_MIN_CHARS", 0)
+    return request.param
+
+
+def test_a_tokenizer_json_the_library_panics_on_is_bad_input(cli, materials, tmp_path, probe_path):
     # BPE with a continuing_subword_prefix longer than a merge's second part: tokenizers panics in from_str; the
     # probe of `compare` loads the tokenizer and the panic escaped as PanicException (exit code 1, a traceback)
     document = small_document(materials)
@@ -290,7 +301,7 @@ def test_a_tokenizer_json_the_library_panics_on_is_bad_input(cli, materials, tmp
                           "the tokenizers library cannot load this tokenizer")
 
 
-def test_a_tokenizer_that_loads_but_cannot_encode_is_bad_input(cli, materials, tmp_path):
+def test_a_tokenizer_that_loads_but_cannot_encode_is_bad_input(cli, materials, tmp_path, probe_path):
     # an unk token missing from the vocabulary: loading succeeded and the probe's encode_batch raised
     document = small_document(materials)
     document["model"]["unk_token"] = "hidden_size"
@@ -302,7 +313,7 @@ def test_a_tokenizer_that_loads_but_cannot_encode_is_bad_input(cli, materials, t
                           "cannot encode text with it", "hidden_size")
 
 
-def test_a_pre_tokenizer_regex_that_backtracks_forever_is_bad_input(cli, materials, tmp_path):
+def test_a_pre_tokenizer_regex_that_backtracks_forever_is_bad_input(cli, materials, tmp_path, probe_path):
     """A catastrophic regex: the regex engine stops at its retry limit and tokenizers panics; refused as bad input
     within seconds."""
     document = small_document(materials)

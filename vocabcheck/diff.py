@@ -16,7 +16,7 @@ from .findings import (  # noqa: F401  (CODES, Finding and Severity are re-expor
     CODES, SHOW, Finding, Severity, _id_span, _ids, _ids_with_tokens, _merge, _more, _short, _special, _special_json,
     _tok,
 )
-from .probe import ProbeResult, run_probe
+from .probe import ProbeResult, corpus_encoding, run_probe
 from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile
 from .translation import Intersection, Translation, describe_bytes, intersect, translate, unreachable_examples
 from .vocab import VocabMatch, match_vocab  # noqa: F401  (re-exported: they were defined here)
@@ -97,7 +97,7 @@ def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = 
     findings += _pipeline_findings(target.tokenizer, draft.tokenizer)
     result = None
     if probe and target.fingerprint != draft.fingerprint:
-        result = run_probe(target.source.tokenizer, draft.source.tokenizer)
+        result = run_probe(corpus_encoding(target.source), corpus_encoding(draft.source))
     intersection = (intersect(target.tokenizer, draft.tokenizer) if target.fingerprint != draft.fingerprint
                     else None)
     return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result, intersection=intersection)

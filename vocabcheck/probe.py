@@ -7,6 +7,10 @@ markup, numbers, emoji and odd whitespace.
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 CORPUS: tuple[str, ...] = (
@@ -63,11 +67,24 @@ class ProbeResult:
     draft_tokens: tuple[str, ...] = ()
 
 
-def run_probe(target_tokenizer, draft_tokenizer, corpus: tuple[str, ...] = CORPUS) -> ProbeResult:
-    """Encode ``corpus`` with both `tokenizers.Tokenizer` objects (no special tokens added) and compare."""
-    targets = target_tokenizer.encode_batch(list(corpus), add_special_tokens=False)
-    drafts = draft_tokenizer.encode_batch(list(corpus), add_special_tokens=False)
-    differing = [i for i, (a, b) in enumerate(zip(targets, drafts)) if a.ids != b.ids]
+# Every text a tokenizer encodes and decodes before it is used: the corpus, and edge cases that make some files fail
+# (control bytes, the last code point and a private-use one, long runs that exhaust a regex's backtracking).
+SMOKE_TEXTS: tuple[str, ...] = CORPUS + ("", " ", "\x00\x01\x7f", "\U0010fffd\ue000", "a" * 64 + "b", "1" * 64,
+                                         "<|endoftext|>")
+
+# One text's encoding: its ids and its token strings.
+Encoded = tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]
+
+
+def encode_corpus(tokenizer, corpus: tuple[str, ...] = CORPUS) -> Encoded:
+    """``corpus`` encoded by a `tokenizers.Tokenizer` (no special tokens added)."""
+    encodings = tokenizer.encode_batch(list(corpus), add_special_tokens=False)
+    return tuple((tuple(e.ids), tuple(e.tokens)) for e in encodings)
+
+
+def run_probe(targets: Encoded, drafts: Encoded, corpus: tuple[str, ...] = CORPUS) -> ProbeResult:
+    """Compare the two tokenizers' encodings of ``corpus`` (from :func:`corpus_encoding`)."""
+    differing = [i for i, (a, b) in enumerate(zip(targets, drafts)) if a[0] != b[0]]
     if not differing:
         return ProbeResult(texts=len(corpus), differing=0, first_index=None, first_text=None)
     first = differing[0]
@@ -76,8 +93,152 @@ def run_probe(target_tokenizer, draft_tokenizer, corpus: tuple[str, ...] = CORPU
         differing=len(differing),
         first_index=first,
         first_text=corpus[first],
-        target_ids=tuple(targets[first].ids),
-        draft_ids=tuple(drafts[first].ids),
-        target_tokens=tuple(targets[first].tokens),
-        draft_tokens=tuple(drafts[first].tokens),
+        target_ids=targets[first][0],
+        draft_ids=drafts[first][0],
+        target_tokens=targets[first][1],
+        draft_tokens=drafts[first][1],
     )
+
+
+# --- the corpus encoded in another process ----------------------------------------------------------------------
+#
+# Building a 150k-250k-token tokenizer costs 0.4-0.7 s of one core, and `compare` spends longer than that reading the
+# two tokenizer.json files into profiles. A second Python process builds the tokenizer, runs the smoke texts and
+# encodes the corpus while the profiles are read: the second core does the work. (A thread does not help: the two
+# jobs slow each other down in one process, reports/compare-overlap.md.) Only a clean result is used; on any failure
+# (the file does not load or encode, the worker cannot start or dies) the source builds its tokenizer in-process as
+# before, which refuses a bad file with its usual one-line error. A small tokenizer builds faster than a worker
+# starts (a Python process importing `tokenizers` costs ~0.1 s): it stays in-process.
+
+WORKER_MIN_CHARS = 2_000_000  # ~40 ms of building in-process
+
+_WORKER = """
+import json, sys
+head, _, body = sys.stdin.buffer.read().partition(b"\\n")
+job = json.loads(head)
+from tokenizers import Tokenizer
+tokenizer = Tokenizer.from_str(body.decode("utf-8"))
+tokenizer.no_padding()
+tokenizer.no_truncation()
+for encoding in tokenizer.encode_batch(job["smoke"], add_special_tokens=True):
+    tokenizer.decode(encoding.ids, skip_special_tokens=True)
+encodings = tokenizer.encode_batch(job["corpus"], add_special_tokens=False)
+sys.stdout.write(json.dumps([[e.ids, e.tokens] for e in encodings]))
+"""
+
+
+class _CorpusJob:
+    """A worker process encoding the corpus with one tokenizer JSON text."""
+
+    def __init__(self, tokenizer_json: str) -> None:
+        import subprocess
+        import threading
+
+        head = json.dumps({"smoke": SMOKE_TEXTS, "corpus": CORPUS}).encode("ascii")
+        payload = head + b"\n" + tokenizer_json.encode("utf-8")  # a lone surrogate raises: no job, the caller builds
+        self._output: bytes | None = None
+        self._process = subprocess.Popen([sys.executable, "-P", "-c", _WORKER], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._talk = threading.Thread(target=self._communicate, args=(payload,), daemon=True)
+        self._talk.start()
+
+    def _communicate(self, payload: bytes) -> None:
+        try:
+            output, _ = self._process.communicate(payload)
+        except (OSError, ValueError):  # the worker died while reading its input, or was killed
+            return
+        if self._process.returncode == 0:
+            self._output = output
+
+    def result(self) -> Encoded | None:
+        """The encodings, or None where the worker failed."""
+        self._talk.join()
+        if self._output is None:
+            return None
+        try:
+            found = json.loads(self._output)
+            encoded = tuple((tuple(ids), tuple(tokens)) for ids, tokens in found)
+        except (ValueError, TypeError):
+            return None
+        return encoded if len(encoded) == len(CORPUS) else None
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+        self._talk.join()
+        self._process.wait()
+
+
+class Background:
+    """The worker processes of one :func:`corpus_in_background` block, by source."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[int, tuple[object, _CorpusJob]] = {}
+        self._checks: dict[int, Callable[[], None]] = {}
+
+    def covers(self, source) -> bool:
+        """Whether a worker builds ``source``'s tokenizer (and so checks that the library can build it)."""
+        return id(source) in self._jobs
+
+    def check_on_failure(self, source, check: Callable[[], None]) -> None:
+        """Run ``check`` (which raises the precise InputError for a bad file) if the worker for ``source`` fails,
+        before the tokenizer is built in this process: at :func:`corpus_encoding`, or when the block ends."""
+        self._checks[id(source)] = check
+
+    def _start(self, source) -> None:
+        try:
+            job = _CorpusJob(source.tokenizer_json)
+        except (OSError, UnicodeEncodeError):
+            return
+        self._jobs[id(source)] = (source, job)
+        _ACTIVE[id(source)] = self
+
+    def _result(self, source) -> Encoded | None:
+        found = self._jobs[id(source)][1].result()
+        if found is None:
+            check = self._checks.pop(id(source), None)
+            if check is not None:
+                check()
+        else:
+            self._checks.pop(id(source), None)
+        return found
+
+    def _settle(self) -> None:
+        for source, _ in list(self._jobs.values()):
+            if id(source) in self._checks:
+                self._result(source)
+
+    def _close(self) -> None:
+        for key, (_, job) in self._jobs.items():
+            _ACTIVE.pop(key, None)
+            job.close()
+
+
+_ACTIVE: dict[int, Background] = {}
+
+
+@contextmanager
+def corpus_in_background(sources: Sequence) -> Iterator[Background]:
+    """Inside this block, :func:`corpus_encoding` of each of ``sources`` (:class:`~vocabcheck.sources.base.ModelSource`)
+    comes from a worker process started here (for large tokenizer files). When the block ends normally, the checks
+    registered with :meth:`Background.check_on_failure` run for every worker that failed; every worker is stopped."""
+    background = Background()
+    try:
+        for source in sources:
+            if id(source) not in _ACTIVE and sys.executable and len(source.tokenizer_json) >= WORKER_MIN_CHARS:
+                background._start(source)
+        yield background
+        background._settle()
+    finally:
+        background._close()
+
+
+def corpus_encoding(source) -> Encoded:
+    """The corpus encoded by ``source``'s tokenizer: from its worker process where one ran cleanly, otherwise with
+    ``source.tokenizer`` (built in this process, and checked: a bad file raises its InputError here)."""
+    background = _ACTIVE.get(id(source))
+    if background is not None and background._jobs[id(source)][0] is source:
+        found = background._result(source)
+        if found is not None:
+            return found
+    return encode_corpus(source.tokenizer)

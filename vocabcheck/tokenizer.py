@@ -113,10 +113,13 @@ _RECENT: OrderedDict[str, TokenizerProfile] = OrderedDict()
 _RECENT_SIZE = 4
 
 
-def tokenizer_profile(text: str, where: str) -> TokenizerProfile:
+def tokenizer_profile(text: str, where: str, *, merges_checked_elsewhere: bool = False) -> TokenizerProfile:
     """Profile a tokenizer JSON text. Byte-identical texts (a model family sharing one tokenizer.json) are profiled
     once per process: the last few profiles are kept by the SHA-256 of the text. A text of more entries than
-    :func:`~vocabcheck.sources.base.max_tokenizer_entries` is refused before anything is parsed."""
+    :func:`~vocabcheck.sources.base.max_tokenizer_entries` is refused before anything is parsed.
+
+    ``merges_checked_elsewhere``: the caller has the tokenizers library build this text (which refuses bad merges)
+    and calls :func:`check_merges` itself where that fails; such a profile is not kept for later calls."""
     from .sources.base import check_entries, max_tokenizer_entries
 
     check_entries(text, where, "tokenizer.json", max_tokenizer_entries())
@@ -124,7 +127,9 @@ def tokenizer_profile(text: str, where: str) -> TokenizerProfile:
     if key in _RECENT:
         _RECENT.move_to_end(key)
         return _RECENT[key]
-    profile = profile_tokenizer(_tokenizer_document(text, where), where)
+    profile = profile_tokenizer(_tokenizer_document(text, where), where, check=not merges_checked_elsewhere)
+    if merges_checked_elsewhere:
+        return profile
     _RECENT[key] = profile
     while len(_RECENT) > _RECENT_SIZE:
         _RECENT.popitem(last=False)
@@ -140,7 +145,8 @@ def _tokenizer_document(text: str, where: str) -> dict[str, Any]:
     return document
 
 
-def profile_tokenizer(document: Mapping[str, Any], where: str) -> TokenizerProfile:
+def profile_tokenizer(document: Mapping[str, Any], where: str, *, check: bool = True) -> TokenizerProfile:
+    """The profile of a parsed tokenizer document; ``check=False`` leaves out :func:`check_merges`."""
     model = document["model"]
     model_type = model.get("type") or _infer_model_type(model)
     if not isinstance(model_type, str) or model_type not in MODEL_DEFAULTS:
@@ -176,7 +182,11 @@ def profile_tokenizer(document: Mapping[str, Any], where: str) -> TokenizerProfi
         regular_ids = vocab
         if model_type == "BPE":
             merges = _merges(model.get("merges", []), where)
-            _check_merges(merges, vocab, params["continuing_subword_prefix"], where)
+            prefix = params["continuing_subword_prefix"]
+            if prefix is not None and not isinstance(prefix, str):
+                raise InputError(f"continuing_subword_prefix must be a string, found {prefix!r}"[:200], where)
+            if check:
+                _check_merges(merges, vocab, prefix, where)
     regular_count = len(tokens) - tokens.count(None)
 
     added = _added_tokens(document.get("added_tokens") or [], where)
@@ -268,6 +278,12 @@ def _merges(raw: Any, where: str) -> tuple[tuple[str, str] | list[str], ...]:
     return tuple(pairs)
 
 
+def check_merges(profile: TokenizerProfile, where: str) -> None:
+    """Refuse a BPE profile whose merges the tokenizers library cannot build (see :func:`_check_merges`)."""
+    if profile.merges is not None:
+        _check_merges(profile.merges, profile.regular_ids, profile.model_params["continuing_subword_prefix"], where)
+
+
 def _check_merges(merges: Sequence[Sequence[str]], vocab: Mapping[str, int], prefix: str | None, where: str) -> None:
     """Every merge joins two tokens of the vocabulary into a third one, as the tokenizers library requires when it
     builds the model (it refuses the file otherwise, or panics): checked here, so that such a file is refused by every
@@ -276,8 +292,6 @@ def _check_merges(merges: Sequence[Sequence[str]], vocab: Mapping[str, int], pre
 
     By whole-list checks on the usual path (~50 ms for Qwen2.5's 151k merges).
     """
-    if prefix is not None and not isinstance(prefix, str):
-        raise InputError(f"continuing_subword_prefix must be a string, found {prefix!r}"[:200], where)
     if prefix is None:
         contains = vocab.__contains__
         if all(map(contains, itertools.chain.from_iterable(merges))) \

@@ -79,6 +79,8 @@ class ModelSource:
         """
         from tokenizers import Tokenizer
 
+        from ..probe import SMOKE_TEXTS
+
         where = self.provenance.get("tokenizer", self.location)
         try:
             with panic_output_dropped():
@@ -93,7 +95,7 @@ class ModelSource:
         tokenizer.no_truncation()
         try:
             with panic_output_dropped():
-                for encoding in tokenizer.encode_batch(list(_smoke_texts()), add_special_tokens=True):
+                for encoding in tokenizer.encode_batch(list(SMOKE_TEXTS), add_special_tokens=True):
                     tokenizer.decode(encoding.ids, skip_special_tokens=True)
         except BaseException as exc:
             if not library_failure(exc):
@@ -101,12 +103,6 @@ class ModelSource:
             raise InputError(f"the tokenizers library loads this tokenizer but cannot encode text with it: "
                              f"{_first_line(exc)[:200]}", where) from exc
         return tokenizer
-
-
-def _smoke_texts() -> tuple[str, ...]:
-    from ..probe import CORPUS
-
-    return CORPUS + ("", " ", "\x00\x01\x7f", "\U0010fffd\ue000", "a" * 64 + "b", "1" * 64, "<|endoftext|>")
 
 
 def _first_line(exc: BaseException) -> str:

@@ -45,9 +45,10 @@ class Translation:
     the draft did not propose): take the bytes of the new target ids (:meth:`target_bytes`; a special or added
     token maps through :attr:`pairs` instead), decode them as UTF-8 keeping an incomplete trailing sequence pending
     until the next token completes it, and encode the text with the draft's own `tokenizers.Tokenizer`
-    (``draft_profile.source.tokenizer``, built once per process and shared with `compare`'s probe) with
-    ``add_special_tokens=False``. Token boundaries can differ from what the draft would have produced for the whole
-    text; that costs acceptance, never correctness: only the pairs' draft ids are ever proposed.
+    (``draft_profile.source.tokenizer``, built once per process and shared with the probe of `run`'s own
+    comparison) with ``add_special_tokens=False``. Token boundaries can differ from what the draft would have
+    produced for the whole text; that costs acceptance, never correctness: only the pairs' draft ids are ever
+    proposed.
     """
 
     intersection: Intersection
