@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -50,6 +51,20 @@ def signal_fallbacks():
     not handle raises UnhandledSignal instead of ending pytest."""
     with fallback_handlers():
         yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _interruptible():
+    """Ctrl-C works as in a terminal, also where the suite itself was started with SIGINT ignored (a background job of
+    a script, ``nohup``, some CI runners): the tests of what Ctrl-C does would otherwise find it ignored in this
+    process and in every process it starts (an ignored signal stays ignored across exec), and one would stream a
+    million tokens waiting for it."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    if previous is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @pytest.fixture(scope="session", autouse=True)

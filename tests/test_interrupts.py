@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -346,16 +347,18 @@ def test_a_signal_while_run_streams_stops_it_with_its_exit_code(endless_pair, tm
                                pass_fds=(ready_write,), start_new_session=True)
     os.close(secondary)
     os.close(ready_write)
-    output, signalled = b"", False
+    output, signalled = b"", None
     try:
         while True:  # read the terminal until the program closes it, and signal it when it says it streams
             readable, _, _ = select.select([primary] + ([] if signalled else [ready_read]), [], [], 600)
             assert readable, "nothing for 10 minutes: " + output.decode("utf-8", "replace")[-2000:]
+            # a bound on a failure, not a timing: a stopped program ends in well under a second
+            assert signalled is None or time.monotonic() - signalled < 600, "streaming 10 minutes after the signal"
             if ready_read in readable:
                 line = os.read(ready_read, 64)
                 assert line == STREAMING, f"the program ended before streaming: {output[-2000:]!r}"
                 process.send_signal(signum)
-                signalled = True
+                signalled = time.monotonic()
             if primary in readable:
                 try:
                     chunk = os.read(primary, 65536)
