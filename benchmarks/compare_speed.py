@@ -97,10 +97,7 @@ def main() -> None:
             for kind, code, argv in (jobs if repeat % 2 == 0 else jobs[::-1]):
                 times.setdefault((name, kind), []).append(timed(code, argv))
     lines = ["# compare speed", "",
-             f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"load average {load_before:.2f} at the start and {os.getloadavg()[0]:.2f} at the end"
-             + (" (the machine was shared with other jobs: read the ratios, measured side by side, not the seconds)"
-                if max(load_before, os.getloadavg()[0]) > 1.5 else ""),
+             machine_line(load_before),
              f"- command: `python -m benchmarks.compare_speed --repeat {args.repeat}`",
              "- each figure: median wall time of a fresh process (imports included), repeats interleaved", "",
              "| pair | load both tokenizer.json (s) | vocabcheck compare (s) | ratio |", "|---|---|---|---|"]
@@ -108,10 +105,24 @@ def main() -> None:
         load = statistics.median(times[(name, "load")])
         compare = statistics.median(times[(name, "compare")])
         lines.append(f"| {name} | {load:.2f} | {compare:.2f} | {compare / load:.2f}× |")
+    publish(lines, args.out)
+
+
+def machine_line(load_before: float) -> str:
+    """The report's machine line: what ran, and the load average around the run (``load_before``: at its start)."""
+    load_after = os.getloadavg()[0]
+    return (f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+            f"load average {load_before:.2f} at the start and {load_after:.2f} at the end"
+            + (" (the machine was shared with other jobs: read the ratios, measured side by side, not the seconds)"
+               if max(load_before, load_after) > 1.5 else ""))
+
+
+def publish(lines: list[str], out: Path | None) -> None:
+    """Print the report, and write it to ``out`` where one is given."""
     report = "\n".join(lines) + "\n"
     print(report)
-    if args.out:
-        args.out.write_text(report)
+    if out:
+        out.write_text(report)
 
 
 if __name__ == "__main__":

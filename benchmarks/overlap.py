@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.compare_speed import build
+from benchmarks.compare_speed import build, machine_line, publish
 
 ONE = r"""
 import gc, json, sys, threading, time, subprocess
@@ -89,8 +88,7 @@ def main() -> None:
 
     base = statistics.median(run["wall"] for run in runs["sequential"])
     lines = ["# building the tokenizers while the files are parsed", "",
-             f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"load average {load_before:.2f} at the start and {os.getloadavg()[0]:.2f} at the end",
+             machine_line(load_before),
              f"- command: `python -m benchmarks.overlap --repeat {args.repeat}`",
              "- pair: the Qwen2.5 and Qwen3.6 tokenizer.json files of `benchmarks.compare_speed` (\"other tokenizer\")",
              "- each figure: median seconds over fresh processes, imports and file reads outside the clock; "
@@ -101,10 +99,7 @@ def main() -> None:
         wall = statistics.median(run["wall"] for run in runs[variant])
         lines.append(f"| {variant} | {wall:.2f} | {median(variant, 'parse')} | {median(variant, 'build')} | "
                      f"{median(variant, 'wait')} | {wall / base:.2f}× |")
-    report = "\n".join(lines) + "\n"
-    print(report)
-    if args.out:
-        args.out.write_text(report)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def compare(target: str, draft: str, *, probe: bool = True):
     from functools import partial
 
     from .probe import corpus_in_background
-    from .profile import build_profile, tokenizer_where
+    from .profile import build_profile
     from .sources import open_model
     from .tokenizer import check_merges
     from .verdict import judge
@@ -51,7 +51,7 @@ def compare(target: str, draft: str, *, probe: bool = True):
                 profile = build_profile(source, merges_checked_elsewhere=worker)
                 if worker:
                     background.check_on_failure(source, partial(check_merges, profile.tokenizer,
-                                                                tokenizer_where(source)))
+                                                                source.tokenizer_where))
                 profiles.append(profile)
             return judge(*profiles, probe=probe)
     finally:

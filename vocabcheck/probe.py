@@ -236,8 +236,8 @@ def corpus_in_background(sources: Sequence) -> Iterator[Background]:
 def corpus_encoding(source) -> Encoded:
     """The corpus encoded by ``source``'s tokenizer: from its worker process where one ran cleanly, otherwise with
     ``source.tokenizer`` (built in this process, and checked: a bad file raises its InputError here)."""
-    background = _ACTIVE.get(id(source))
-    if background is not None and background._jobs[id(source)][0] is source:
+    background = _ACTIVE.get(id(source))  # set while its Background holds the source, so the id is this source's
+    if background is not None:
         found = background._result(source)
         if found is not None:
             return found

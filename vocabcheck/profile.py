@@ -92,15 +92,10 @@ class ModelProfile:
         return self.spec
 
 
-def tokenizer_where(source: ModelSource) -> str:
-    """The file (or hub revision) a source's tokenizer came from, as errors name it."""
-    return source.provenance.get("tokenizer", source.location)
-
-
 def build_profile(source: ModelSource, *, merges_checked_elsewhere: bool = False) -> ModelProfile:
     """What one model is. ``merges_checked_elsewhere``: see :func:`~vocabcheck.tokenizer.tokenizer_profile`."""
     config = read_config(source.config, _where(source, "config", "config.json"))
-    tokenizer = tokenizer_profile(source.tokenizer_json, tokenizer_where(source),
+    tokenizer = tokenizer_profile(source.tokenizer_json, source.tokenizer_where,
                                   merges_checked_elsewhere=merges_checked_elsewhere)
     specials = _special_tokens(source, tokenizer, config)
     eos, eos_source = _generation_eos(source, config, specials)

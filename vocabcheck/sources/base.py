@@ -69,6 +69,11 @@ class ModelSource:
     revision: str | None = None
     weights: tuple[str, ...] = ()
 
+    @property
+    def tokenizer_where(self) -> str:
+        """The file (or hub revision) the tokenizer came from, as errors about it name it."""
+        return self.provenance.get("tokenizer", self.location)
+
     @cached_property
     def tokenizer(self):
         """The `tokenizers.Tokenizer`, loaded on first use (building BPE tables costs ~0.3 s for a 150k vocab).
@@ -81,7 +86,7 @@ class ModelSource:
 
         from ..probe import SMOKE_TEXTS
 
-        where = self.provenance.get("tokenizer", self.location)
+        where = self.tokenizer_where
         try:
             with panic_output_dropped():
                 tokenizer = Tokenizer.from_str(self.tokenizer_json)
