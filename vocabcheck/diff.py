@@ -12,14 +12,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .findings import (  # noqa: F401  (CODES, Finding and Severity are re-exported: they were defined here)
-    CODES, SHOW, Finding, Severity, _id_span, _ids, _ids_with_tokens, _merge, _more, _short, _special, _special_json,
-    _tok,
+from .findings import (
+    SHOW, Finding, Severity, id_span, ids_text, ids_with_tokens, merge_text, more, short, special_json, special_text,
+    token_text,
 )
 from .probe import ProbeResult, corpus_encoding, run_probe
 from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile
 from .translation import Intersection, Translation, describe_bytes, intersect, translate, unreachable_examples
-from .vocab import VocabMatch, match_vocab  # noqa: F401  (re-exported: they were defined here)
+from .vocab import VocabMatch, match_vocab
 
 
 @dataclass(frozen=True)
@@ -113,8 +113,8 @@ def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: Tokenize
         f"({target.regular_count:,} regular + {len(target.added):,} added), draft {draft.assigned:,} "
         f"({draft.regular_count:,} + {len(draft.added):,}); "
         + ("the maps are identical" if vocab.first_divergent_id is None
-           else f"first divergent id {vocab.first_divergent_id}: target {_tok(target.token(vocab.first_divergent_id))}"
-                f", draft {_tok(draft.token(vocab.first_divergent_id))}"),
+           else f"first divergent id {vocab.first_divergent_id}: target {token_text(target.token(vocab.first_divergent_id))}"
+                f", draft {token_text(draft.token(vocab.first_divergent_id))}"),
         {"shared": vocab.shared, "target_ids": target.assigned, "draft_ids": draft.assigned,
          "conflicts": len(vocab.conflicts), "moved": len(vocab.moved), "renamed": len(vocab.renamed),
          "target_only": len(vocab.target_only), "draft_only": len(vocab.draft_only),
@@ -125,31 +125,31 @@ def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: Tokenize
         yield Finding(
             "vocab.conflict", Severity.ERROR,
             f"{len(vocab.conflicts):,} ids mean different strings: "
-            + "; ".join(f"id {i} is {_tok(a)} in the target, {_tok(b)} in the draft"
-                        for i, a, b in vocab.conflicts[:SHOW]) + _more(vocab.conflicts),
+            + "; ".join(f"id {i} is {token_text(a)} in the target, {token_text(b)} in the draft"
+                        for i, a, b in vocab.conflicts[:SHOW]) + more(vocab.conflicts),
             {"count": len(vocab.conflicts), "examples": [list(c) for c in vocab.conflicts[:20]]},
         )
     if vocab.moved:
         yield Finding(
             "vocab.moved", Severity.ERROR,
             f"{len(vocab.moved):,} strings sit at different ids: "
-            + "; ".join(f"{_tok(s)} is id {a} in the target, {b} in the draft" for s, a, b in vocab.moved[:SHOW])
-            + _more(vocab.moved),
+            + "; ".join(f"{token_text(s)} is id {a} in the target, {b} in the draft" for s, a, b in vocab.moved[:SHOW])
+            + more(vocab.moved),
             {"count": len(vocab.moved), "examples": [list(m) for m in vocab.moved[:20]]},
         )
     if vocab.target_only:
         yield Finding(
             "vocab.target-extends", Severity.WARNING,
-            f"the target has {len(vocab.target_only):,} tokens the draft lacks ({_id_span(vocab.target_only)}): "
-            + ", ".join(_tok(s) for _, s in vocab.target_only[:SHOW]) + _more(vocab.target_only)
+            f"the target has {len(vocab.target_only):,} tokens the draft lacks ({id_span(vocab.target_only)}): "
+            + ", ".join(token_text(s) for _, s in vocab.target_only[:SHOW]) + more(vocab.target_only)
             + "; the draft never proposes them",
             {"count": len(vocab.target_only), "examples": [list(t) for t in vocab.target_only[:20]]},
         )
     if vocab.draft_only:
         yield Finding(
             "vocab.draft-extends", Severity.WARNING,
-            f"the draft has {len(vocab.draft_only):,} tokens the target lacks ({_id_span(vocab.draft_only)}): "
-            + ", ".join(_tok(s) for _, s in vocab.draft_only[:SHOW]) + _more(vocab.draft_only)
+            f"the draft has {len(vocab.draft_only):,} tokens the target lacks ({id_span(vocab.draft_only)}): "
+            + ", ".join(token_text(s) for _, s in vocab.draft_only[:SHOW]) + more(vocab.draft_only)
             + "; their draft probability is dropped",
             {"count": len(vocab.draft_only), "examples": [list(t) for t in vocab.draft_only[:20]]},
         )
@@ -158,7 +158,7 @@ def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: Tokenize
         yield Finding(
             "vocab.padding-tokens", Severity.INFO,
             f"{len(vocab.padding):,} placeholder tokens exist only in the {' and '.join(sides)}'s list "
-            f"({', '.join(f'id {i} {_tok(t)}' for i, _, t in vocab.padding[:3])}{_more(vocab.padding, 3)}); they "
+            f"({', '.join(f'id {i} {token_text(t)}' for i, _, t in vocab.padding[:3])}{more(vocab.padding, 3)}); they "
             "name padding rows and are treated as such",
             {"count": len(vocab.padding), "ids": [i for i, _, _ in vocab.padding[:50]]},
         )
@@ -166,8 +166,8 @@ def _vocab_findings(vocab: VocabMatch, target: TokenizerProfile, draft: Tokenize
         yield Finding(
             "vocab.placeholder-renamed", Severity.WARNING,
             f"{len(vocab.renamed):,} reserved ids were given a real name on one side: "
-            + "; ".join(f"id {i} is {_tok(a)} in the target, {_tok(b)} in the draft"
-                        for i, a, b in vocab.renamed[:SHOW]) + _more(vocab.renamed)
+            + "; ".join(f"id {i} is {token_text(a)} in the target, {token_text(b)} in the draft"
+                        for i, a, b in vocab.renamed[:SHOW]) + more(vocab.renamed)
             + "; the side that kept the placeholder never learned them, so they are treated like padding rows",
             {"count": len(vocab.renamed), "ids": [i for i, _, _ in vocab.renamed]},
         )
@@ -200,9 +200,9 @@ def _added_findings(target: TokenizerProfile, draft: TokenizerProfile) -> Iterat
         yield Finding(
             "added.flags", Severity.WARNING,
             f"{len(flags)} added tokens have different flags: "
-            + "; ".join(f"id {i} {_tok(c)}: " + ", ".join(f"{k} {v[0]} in the target, {v[1]} in the draft"
+            + "; ".join(f"id {i} {token_text(c)}: " + ", ".join(f"{k} {v[0]} in the target, {v[1]} in the draft"
                                                           for k, v in changed.items())
-                        for i, c, changed in flags[:SHOW]) + _more(flags),
+                        for i, c, changed in flags[:SHOW]) + more(flags),
             {"tokens": [{"id": i, "content": c, "changed": {k: list(v) for k, v in ch.items()}}
                         for i, c, ch in flags[:50]]},
         )
@@ -210,7 +210,7 @@ def _added_findings(target: TokenizerProfile, draft: TokenizerProfile) -> Iterat
         yield Finding(
             "added.kind", Severity.WARNING,
             f"{len(kind)} tokens are added tokens on one side and regular tokens on the other: "
-            + "; ".join(f"id {i} {_tok(c)} is added in the {side} only" for i, c, side in kind[:SHOW]) + _more(kind)
+            + "; ".join(f"id {i} {token_text(c)} is added in the {side} only" for i, c, side in kind[:SHOW]) + more(kind)
             + "; text containing them may split differently",
             {"tokens": [{"id": i, "content": c, "added_in": side} for i, c, side in kind[:50]]},
         )
@@ -239,7 +239,7 @@ def _model_findings(target: TokenizerProfile, draft: TokenizerProfile) -> Iterat
         t_set, d_set = set(t_merges), set(d_merges)
         both = len(t_set & d_set)
         only_t, only_d = len(t_set) - both, len(d_set) - both
-        at = (f"first difference at rank {first}: target {_merge(t_merges, first)}, draft {_merge(d_merges, first)}")
+        at = (f"first difference at rank {first}: target {merge_text(t_merges, first)}, draft {merge_text(d_merges, first)}")
         yield Finding("tokenizer.merges", Severity.WARNING,
                       f"BPE merges differ ({len(t_merges):,} in the target, {len(d_merges):,} in the draft; "
                       f"{only_t:,} only in the target, {only_d:,} only in the draft"
@@ -251,7 +251,7 @@ def _model_findings(target: TokenizerProfile, draft: TokenizerProfile) -> Iterat
         n = min(len(target.scores), len(draft.scores))
         changed = [i for i in range(n) if target.scores[i] != draft.scores[i]]
         count = len(changed) + abs(len(target.scores) - len(draft.scores))
-        first = (f", first at id {changed[0]} {_tok(target.token(changed[0]))}: {target.scores[changed[0]]} in the "
+        first = (f", first at id {changed[0]} {token_text(target.token(changed[0]))}: {target.scores[changed[0]]} in the "
                  f"target, {draft.scores[changed[0]]} in the draft" if changed else "")
         yield Finding("tokenizer.scores", Severity.WARNING,
                       f"Unigram scores differ for {count:,} pieces{first}; text will split differently and "
@@ -263,7 +263,7 @@ def _pipeline_findings(target: TokenizerProfile, draft: TokenizerProfile) -> Ite
         if target.parts[name] == draft.parts[name]:
             continue
         differences = list(structural_diff(target.pipeline[name], draft.pipeline[name], name))
-        shown = "; ".join(f"{path}: {_short(a)} in the target, {_short(b)} in the draft"
+        shown = "; ".join(f"{path}: {short(a)} in the target, {short(b)} in the draft"
                           for path, a, b in differences[:3])
         yield Finding(f"pipeline.{name.replace('_', '-')}", Severity.WARNING,
                       f"the {name.replace('_', '-')}s differ ({shown}); ids keep their meaning but text may split "
@@ -302,14 +302,14 @@ def _special_findings(target: ModelProfile, draft: ModelProfile) -> Iterator[Fin
         a, b = target.specials.role(role), draft.specials.role(role)
         if a != b:
             yield Finding(f"special.{role}", Severity.WARNING,
-                          f"{role} token: target {_special(a)}, draft {_special(b)}",
-                          {"target": _special_json(a), "draft": _special_json(b)})
+                          f"{role} token: target {special_text(a)}, draft {special_text(b)}",
+                          {"target": special_json(a), "draft": special_json(b)})
     for side, profile in (("target", target), ("draft", draft)):
         for role in ROLES:
             token = profile.specials.role(role)
             if token is not None and token.content is not None and token.id is None:
                 yield Finding("special.missing", Severity.WARNING,
-                              f"the {side}'s {role} token {_tok(token.content)} is not in its own vocabulary",
+                              f"the {side}'s {role} token {token_text(token.content)} is not in its own vocabulary",
                               {"side": side, "role": role, "content": token.content})
     for flag, code in (("add_bos", "special.add-bos"), ("add_eos", "special.add-eos")):
         a, b = getattr(target.specials, flag), getattr(draft.specials, flag)
@@ -318,15 +318,15 @@ def _special_findings(target: ModelProfile, draft: ModelProfile) -> Iterator[Fin
             other = draft.tokenizer.prefix_ids if flag == "add_bos" else draft.tokenizer.suffix_ids
             where = "before" if flag == "add_bos" else "after"
             yield Finding(code, Severity.WARNING,
-                          f"the target's tokenizer adds {_ids(ids, target.tokenizer)} {where} a sequence, the "
-                          f"draft's {_ids(other, draft.tokenizer)}; vocabcheck feeds both models the target's ids",
+                          f"the target's tokenizer adds {ids_text(ids, target.tokenizer)} {where} a sequence, the "
+                          f"draft's {ids_text(other, draft.tokenizer)}; vocabcheck feeds both models the target's ids",
                           {"target": list(ids), "draft": list(other)})
     if target.generation_eos != draft.generation_eos:
         yield Finding("generation.eos", Severity.INFO,
                       f"generation eos ids: target {list(target.generation_eos)} "
-                      f"({', '.join(_tok(target.tokenizer.token(i)) for i in target.generation_eos) or 'none'}), "
+                      f"({', '.join(token_text(target.tokenizer.token(i)) for i in target.generation_eos) or 'none'}), "
                       f"draft {list(draft.generation_eos)} "
-                      f"({', '.join(_tok(draft.tokenizer.token(i)) for i in draft.generation_eos) or 'none'}); "
+                      f"({', '.join(token_text(draft.tokenizer.token(i)) for i in draft.generation_eos) or 'none'}); "
                       "generation stops on the target's",
                       {"target": list(target.generation_eos), "draft": list(draft.generation_eos)})
     if (target.chat_template or None) != (draft.chat_template or None):
@@ -369,7 +369,7 @@ def _row_findings(target: ModelProfile, draft: ModelProfile, vocab: VocabMatch) 
             if beyond:
                 yield Finding("rows.tokenizer-overflow", Severity.ERROR,
                               f"the {side}'s tokenizer emits {len(beyond):,} ids at or beyond its {limit:,} rows "
-                              f"(first: id {beyond[0][0]} {_tok(beyond[0][1])}); the model cannot embed them and "
+                              f"(first: id {beyond[0][0]} {token_text(beyond[0][1])}); the model cannot embed them and "
                               "is broken as shipped",
                               {"side": side, "rows": limit, "count": len(beyond), "first_id": beyond[0][0]})
     t_rows, d_rows = target.embeddings.rows, draft.embeddings.rows
@@ -404,9 +404,9 @@ def _probe_finding(result: ProbeResult, vocab: VocabMatch) -> Finding:
                                                                                     "differing": 0})
     return Finding(
         "probe.encodings", Severity.WARNING,
-        f"{result.differing} of {result.texts} probe texts encode differently; first: {_short(result.first_text)} "
-        f"→ target {_ids_with_tokens(result.target_ids, result.target_tokens)}, draft "
-        f"{_ids_with_tokens(result.draft_ids, result.draft_tokens)}",
+        f"{result.differing} of {result.texts} probe texts encode differently; first: {short(result.first_text)} "
+        f"→ target {ids_with_tokens(result.target_ids, result.target_tokens)}, draft "
+        f"{ids_with_tokens(result.draft_ids, result.draft_tokens)}",
         {"texts": result.texts, "differing": result.differing, "first_text": result.first_text,
          "target_ids": list(result.target_ids), "draft_ids": list(result.draft_ids)},
     )
@@ -424,10 +424,10 @@ def _translation_finding(translation: Translation) -> Finding:
     message = (f"{translation.shared_tokens:,} regular tokens stand for the same bytes in both "
                f"({translation.target_share:.1%} of the target's {translation.target_regular:,}, "
                f"{translation.draft_share:.1%} of the draft's {translation.draft_regular:,}); roles "
-               + (", ".join(f"{r.role} {_tok(r.target_content)} ↔ {_tok(r.draft_content)}" for r in mapped)
+               + (", ".join(f"{r.role} {token_text(r.target_content)} ↔ {token_text(r.draft_content)}" for r in mapped)
                   or "none mapped")
                + f"; a translated draft never proposes {unreachable:,} target ids"
-               + (f" (first: {', '.join(f'{_tok(t)} ({i})' for i, t in examples)})" if examples else ""))
+               + (f" (first: {', '.join(f'{token_text(t)} ({i})' for i, t in examples)})" if examples else ""))
     duplicates = [(side, d) for side, d in (("target", translation.intersection.target_duplicates),
                                              ("draft", translation.intersection.draft_duplicates)) if d]
     if duplicates:

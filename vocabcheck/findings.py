@@ -1,7 +1,8 @@
 """The finding catalogue: every finding has a stable code, a severity and a message that names ids and strings.
 
 The codes are part of the JSON schema and of `gate` manifests (``allow = [...]``); they never change meaning.
-:mod:`vocabcheck.diff` produces the findings; the helpers at the end word their messages.
+:mod:`vocabcheck.diff` produces the findings; the helpers at the end word their messages (public: diff and its
+neighbours use them).
 """
 
 from __future__ import annotations
@@ -77,45 +78,45 @@ SHOW = 5  # examples named in one message
 # --- message helpers --------------------------------------------------------------------------------------------
 
 
-def _tok(token: str | None) -> str:
+def token_text(token: str | None) -> str:
     if token is None:
         return "(none)"
     text = repr(token)
     return text if len(text) <= 40 else text[:37] + "…'"
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _more(items: Sequence[Any], shown: int = SHOW) -> str:
+def more(items: Sequence[Any], shown: int = SHOW) -> str:
     return f" (and {len(items) - shown:,} more)" if len(items) > shown else ""
 
 
-def _id_span(items: Sequence[tuple[int, str]]) -> str:
+def id_span(items: Sequence[tuple[int, str]]) -> str:
     first, last = items[0][0], items[-1][0]
     return f"id {first}" if first == last else f"ids {first}–{last}"
 
 
-def _merge(merges: Sequence[tuple[str, ...]], rank: int) -> str:
-    return _short(" ".join(merges[rank])) if rank < len(merges) else "(none)"
+def merge_text(merges: Sequence[tuple[str, ...]], rank: int) -> str:
+    return short(" ".join(merges[rank])) if rank < len(merges) else "(none)"
 
 
-def _ids(ids: Sequence[int], tokenizer: TokenizerProfile) -> str:
-    return "nothing" if not ids else ", ".join(f"{_tok(tokenizer.token(i))} ({i})" for i in ids)
+def ids_text(ids: Sequence[int], tokenizer: TokenizerProfile) -> str:
+    return "nothing" if not ids else ", ".join(f"{token_text(tokenizer.token(i))} ({i})" for i in ids)
 
 
-def _ids_with_tokens(ids: Sequence[int], tokens: Sequence[str], limit: int = 8) -> str:
-    shown = " ".join(f"{i}:{_tok(t)}" for i, t in list(zip(ids, tokens))[:limit])
+def ids_with_tokens(ids: Sequence[int], tokens: Sequence[str], limit: int = 8) -> str:
+    shown = " ".join(f"{i}:{token_text(t)}" for i, t in list(zip(ids, tokens))[:limit])
     return f"[{shown}{' …' if len(ids) > limit else ''}]"
 
 
-def _special(token) -> str:
+def special_text(token) -> str:
     if token is None:
         return "none"
-    return f"{_tok(token.content)} (id {token.id if token.id is not None else 'missing'})"
+    return f"{token_text(token.content)} (id {token.id if token.id is not None else 'missing'})"
 
 
-def _special_json(token) -> dict[str, Any] | None:
+def special_json(token) -> dict[str, Any] | None:
     return None if token is None else {"content": token.content, "id": token.id}

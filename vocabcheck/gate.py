@@ -9,7 +9,7 @@
     expect = "padded-compatible"         # exactly this verdict: "identical", "padded-compatible", "incompatible"
     # min  = "padded-compatible"         # or at least this good (identical > padded-compatible > incompatible)
     strict = true                        # optional: warnings fail the pair...
-    allow  = ["special.eos"]             # ...except these finding codes (vocabcheck.diff.CODES)
+    allow  = ["special.eos"]             # ...except these finding codes (vocabcheck.findings.CODES)
 
 A pair with neither ``expect`` nor ``min`` must be at least padded-compatible (what ``compare`` exits 0 for).
 Each distinct model is opened and profiled once, however many pairs name it, and the tokenizer-level diff is computed
@@ -32,8 +32,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from .diff import CODES, Finding, Severity, TokenizerDiffCache
+from .diff import TokenizerDiffCache
 from .errors import InputError, VocabcheckError
+from .findings import CODES, Finding, Severity
 from .profile import ModelProfile, build_profile
 from .sources import HUB_ID, open_model
 from .verdict import Comparison, Verdict, judge

@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from .diff import CODES, Diff, Finding, Severity, TokenizerDiffCache, VocabMatch, diff_profiles
+from .diff import Diff, TokenizerDiffCache, diff_profiles
+from .findings import CODES, Finding, Severity
 from .profile import ModelProfile
+from .vocab import VocabMatch
 
 
 class Verdict(str, Enum):

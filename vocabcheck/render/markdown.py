@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..diff import Severity
+from ..findings import Severity
 from ..verdict import Comparison
 from .text import printable
 

@@ -10,7 +10,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Span, Text
 
-from ..diff import Finding, Severity
+from ..findings import Finding, Severity
 from ..profile import ModelProfile, SpecialToken
 from ..verdict import Alignment, Comparison, Verdict
 from .text import printable
