@@ -32,7 +32,7 @@ from . import atomic
 from .engines import EngineCommand, ServeOptions, engine_commands
 from .errors import InputError, RefusedPair, UnsupportedModel
 from .profile import OUTPUT_SUFFIXES
-from .render.text import clip
+from .text import clip
 from .rewrite import CHUNK_BYTES, ShardReport, check_allocation, itemsize, rewrite_checkpoint
 from .verdict import Comparison, Verdict
 

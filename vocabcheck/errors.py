@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .render.text import printable
+from .text import printable
 
 ISSUE_TRACKER = "https://github.com/vocabcheck/vocabcheck/issues"
 

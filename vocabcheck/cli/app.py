@@ -19,7 +19,7 @@ import typer
 
 from .. import interrupts
 from ..errors import ISSUE_TRACKER, VocabcheckError, library_failure
-from ..render.text import printable
+from ..text import printable
 from . import align, bench, compare, demo, gate, inspect, matrix, run
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself

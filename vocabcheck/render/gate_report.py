@@ -14,7 +14,7 @@ from ..gate import Expectation, GateReport, Outcome, PairResult
 from .data import GATE_SCHEMA, compare_document, error_document
 from .markdown import comparison_markdown, document, escape
 from .terminal import VERDICT_STYLE
-from .text import clip
+from ..text import clip
 
 RESULT_STYLE = {Outcome.PASS: ("✓ pass", "bold green"), Outcome.FAIL: ("✗ FAIL", "bold red"),
                 Outcome.ERROR: ("! ERROR", "bold magenta")}

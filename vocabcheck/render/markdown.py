@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..findings import Severity
 from ..verdict import Comparison
-from .text import printable
+from ..text import printable
 
 ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.INFO: "ℹ️"}
 

@@ -16,7 +16,7 @@ from ..verdict import Comparison, Verdict
 from .data import MATRIX_SCHEMA, alignment_document, error_document, finding_document, profile_summary
 from .markdown import document, escape
 from .terminal import VERDICT_STYLE
-from .text import clip
+from ..text import clip
 
 LEGEND = ("= identical · pad / cut padded-compatible (the draft's rows are padded to / cut at the target's) · "
           "≈ padded-compatible with equal rows · ✗ incompatible; rows are targets, columns drafts")

@@ -13,7 +13,7 @@ from rich.text import Span, Text
 from ..findings import Finding, Severity
 from ..profile import ModelProfile, SpecialToken
 from ..verdict import Alignment, Comparison, Verdict
-from .text import printable
+from ..text import printable
 
 VERDICT_STYLE = {Verdict.IDENTICAL: "bold green", Verdict.PADDED_COMPATIBLE: "bold yellow",
                  Verdict.INCOMPATIBLE: "bold red"}
@@ -25,7 +25,7 @@ def console(stderr: bool = False) -> Console:
     """A console that never reads markup in strings: token strings such as '[INST]' or '[/INST]' and user paths
     reach it verbatim (styles are given as Text objects); and that never prints a control character it is given:
     ESC and its kin from a config, a file name, a hub answer or a token string are shown as escapes
-    (:func:`vocabcheck.render.text.printable`), whatever view they reach it through."""
+    (:func:`vocabcheck.text.printable`), whatever view they reach it through."""
     return _Console(stderr=stderr, highlight=False, soft_wrap=False, markup=False)
 
 

@@ -1,4 +1,5 @@
-"""Plain text that every human-readable view shares: control characters made visible, and clipping.
+"""Plain text that every layer shares: control characters made visible, and clipping (the views, the one-line
+errors, the align plan).
 
 Everything a view shows may come from a stranger's file: a config's ``architectures``, a file name, a hub answer, a
 token string, a shard name in an error's prefix. A terminal acts on control characters (``ESC [41m`` paints the
@@ -8,7 +9,8 @@ console (:func:`vocabcheck.render.terminal.console`), the Markdown reports and t
 (:meth:`vocabcheck.errors.VocabcheckError.one_line`) all go through it. JSON documents keep the exact data (JSON
 escapes control characters itself).
 
-This module imports nothing from vocabcheck, so that any module may use it.
+A leaf: this module imports nothing from vocabcheck, so that any module may use it without reaching up into
+:mod:`vocabcheck.render`.
 """
 
 from __future__ import annotations
