@@ -194,8 +194,7 @@ def qwen_shaped_session(scratch: Path, device: torch.device, *, tiny: bool):
 
     from vocabcheck.decode.session import RunRequest, Session
     from vocabcheck.demo import qwen
-    from vocabcheck.profile import build_profile
-    from vocabcheck.sources import open_model
+    from vocabcheck.profile import profile_of
     from vocabcheck.verdict import judge
 
     dtype = torch.float32 if device.type == "cpu" else torch.bfloat16
@@ -211,7 +210,7 @@ def qwen_shaped_session(scratch: Path, device: torch.device, *, tiny: bool):
         config.save_pretrained(directory)
         (directory / "tokenizer.json").write_bytes(tokenizer.read_bytes())
         (directory / "tokenizer_config.json").write_text(json.dumps(qwen.tokenizer_config()))
-        profiles.append(build_profile(open_model(str(directory))))
+        profiles.append(profile_of(str(directory)))
         torch.manual_seed(seed)
         with torch.device(device):
             models.append(Qwen2ForCausalLM(config).to(dtype).eval())

@@ -40,12 +40,11 @@ def _reindex(source: Path, tokenizer: Path, out: Path, shape) -> None:
 
     from vocabcheck.demo import qwen
     from vocabcheck.demo.checkpoint import write_model
-    from vocabcheck.profile import build_profile
-    from vocabcheck.sources import open_model
+    from vocabcheck.profile import profile_of
     from vocabcheck.translation import intersect
 
-    old = build_profile(open_model(str(source))).tokenizer
-    new = build_profile(open_model(str(tokenizer))).tokenizer
+    old = profile_of(str(source)).tokenizer
+    new = profile_of(str(tokenizer)).tokenizer
     shared = intersect(old, new)
     pairs = list(zip(shared.target_ids, shared.draft_ids)) + list(shared.added_pairs)
     rows = -(-new.size // 64) * 64

@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 
 from vocabcheck import gate as gate_module
+from vocabcheck import profile as profile_module
 from vocabcheck.demo import qwen
 from vocabcheck.render.data import schema
 
@@ -72,9 +73,10 @@ def test_right_expectations_exit_0_and_each_model_is_profiled_once(cli, tmp_path
                     {"name": "7B vs mistral", "target": target, "draft": mistral_json("v1"),
                      "expect": "incompatible"})
     calls = []
-    real_open, real_build = gate_module.open_model, gate_module.build_profile
-    monkeypatch.setattr(gate_module, "open_model", lambda spec: calls.append(spec) or real_open(spec))
-    monkeypatch.setattr(gate_module, "build_profile", lambda source: calls.append("build") or real_build(source))
+    # gate profiles each model through profile.profile_of, which opens the source and builds its profile
+    real_open, real_build = profile_module.open_model, profile_module.build_profile
+    monkeypatch.setattr(profile_module, "open_model", lambda spec: calls.append(spec) or real_open(spec))
+    monkeypatch.setattr(profile_module, "build_profile", lambda source: calls.append("build") or real_build(source))
     out_json, out_xml, out_md = tmp_path / "out" / "gate.json", tmp_path / "out" / "junit.xml", tmp_path / "gate.md"
     code, out, err = cli("gate", path, "--json", out_json, "--junit", out_xml, "--markdown", out_md)
     assert code == 0, out + err

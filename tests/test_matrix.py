@@ -12,6 +12,7 @@ import pytest
 import vocabcheck
 from vocabcheck import diff as diff_module
 from vocabcheck import matrix as matrix_module
+from vocabcheck import profile as profile_module
 from vocabcheck.cli import main
 from vocabcheck.render import matrix_report
 from vocabcheck.render.data import schema
@@ -48,10 +49,11 @@ def family(qwen_pair, models, qwen3_json, mistral_json):
     assert qwen.ROWS_LARGE == 152064
     opened, built, matched = [], [], []
     with pytest.MonkeyPatch.context() as patch:
-        real_open, real_build, real_match = (matrix_module.open_model, matrix_module.build_profile,
+        # matrix profiles each model through profile.profile_of, which opens the source and builds its profile
+        real_open, real_build, real_match = (profile_module.open_model, profile_module.build_profile,
                                              diff_module.match_vocab)
-        patch.setattr(matrix_module, "open_model", lambda spec: opened.append(spec) or real_open(spec))
-        patch.setattr(matrix_module, "build_profile", lambda source: built.append(source.spec) or real_build(source))
+        patch.setattr(profile_module, "open_model", lambda spec: opened.append(spec) or real_open(spec))
+        patch.setattr(profile_module, "build_profile", lambda source: built.append(source.spec) or real_build(source))
         patch.setattr(diff_module, "match_vocab", lambda t, d: matched.append(1) or real_match(t, d))
         result = matrix_module.build_matrix(specs)
     return {"specs": specs, "matrix": result, "opened": opened, "built": built, "matched": len(matched)}

@@ -284,8 +284,7 @@ def check_out(out: Path, *, force: bool, inputs: tuple[Path, ...] = ()) -> None:
 def _write(plan: AlignPlan, out: Path, *, force: bool, chunk_bytes: int) -> AlignResult:
     """Write the aligned draft into ``out`` (checked by :func:`check_out`) atomically; ``compare TARGET OUT`` is
     checked to be identical first."""
-    from .profile import build_profile
-    from .sources import open_model
+    from .profile import profile_of
     from .verdict import judge
 
     try:
@@ -300,7 +299,7 @@ def _write(plan: AlignPlan, out: Path, *, force: bool, chunk_bytes: int) -> Alig
             for name in plan.draft_files:
                 _copy(plan.draft_dir / name, tmp / name)
                 copied.append(f"draft:{name}")
-            after = judge(plan.comparison.target, build_profile(open_model(str(tmp))), probe=False)
+            after = judge(plan.comparison.target, profile_of(str(tmp)), probe=False)
             if after.verdict is not Verdict.IDENTICAL:  # a bug in align: never leave such a directory behind
                 raise RuntimeError(f"the aligned draft compares {after.verdict.value} to the target ({after.reason})")
     except OSError as exc:  # a full disk while a shard is written included: the output is named, not the input

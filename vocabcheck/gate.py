@@ -35,8 +35,8 @@ from typing import Any
 from .diff import TokenizerDiffCache
 from .errors import InputError, VocabcheckError
 from .findings import CODES, Finding, Severity
-from .profile import ModelProfile, build_profile
-from .sources import HUB_ID, open_model
+from .profile import ModelProfile, profile_of
+from .sources import HUB_ID
 from .verdict import Comparison, Verdict, judge
 
 MAX_MANIFEST_BYTES = 4 * 1024 * 1024
@@ -277,7 +277,7 @@ def gate(manifest: str | Path, *, probe: bool = True) -> GateReport:
 def _profile(spec: str, profiles: dict[str, ModelProfile | VocabcheckError]) -> ModelProfile | VocabcheckError:
     if spec not in profiles:
         try:
-            profiles[spec] = build_profile(open_model(spec))
+            profiles[spec] = profile_of(spec)
         except VocabcheckError as exc:
             profiles[spec] = exc
     return profiles[spec]

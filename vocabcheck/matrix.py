@@ -18,8 +18,7 @@ from pathlib import Path
 
 from .diff import TokenizerDiffCache
 from .errors import SourceNotFound, VocabcheckError
-from .profile import ModelProfile, build_profile
-from .sources import open_model
+from .profile import ModelProfile, profile_of
 from .sources.local import CONFIG, SLOW_TOKENIZER_FILES, TOKENIZER_JSON
 from .verdict import Comparison, Verdict, judge
 
@@ -108,7 +107,7 @@ def build_matrix(specs: Sequence[str], *, probe: bool = True) -> Matrix:
     errors: list[ModelError] = []
     for spec in expand_specs(specs):
         try:
-            profiles.append(build_profile(open_model(spec)))
+            profiles.append(profile_of(spec))
         except VocabcheckError as exc:
             errors.append(ModelError(spec, exc))
     fingerprints = list(dict.fromkeys(p.fingerprint for p in profiles))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ModelConfig, read_config, read_generation_eos
-from .sources import ModelSource, TensorShape
+from .sources import ModelSource, TensorShape, open_model
 from .tokenizer import (  # noqa: F401  (re-exported: the tokenizer was part of this module)
     MODEL_DEFAULTS,
     PIPELINE,
@@ -90,6 +90,12 @@ class ModelProfile:
     @property
     def name(self) -> str:
         return self.spec
+
+
+def profile_of(spec: str) -> ModelProfile:
+    """The profile of the model a spec names (a directory, a tokenizer file, a hub id or a GGUF file): the one way
+    from a spec to a profile (:func:`vocabcheck.check.compare` reads a pair's files side by side instead)."""
+    return build_profile(open_model(spec))
 
 
 def build_profile(source: ModelSource, *, merges_checked_elsewhere: bool = False) -> ModelProfile:

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import RefusedPair
-from ..profile import ModelProfile, build_profile
-from ..sources import open_model
-from ..verdict import Comparison, Verdict, judge
+from ..check import compare
+from ..profile import ModelProfile, profile_of
+from ..verdict import Comparison, Verdict
 from .device import resolve_device, resolve_dtype
 from .engine import OnTokens, generate
 from .loading import Prompt, check_rollback, encode_prompts, load_model
@@ -110,11 +110,12 @@ class Session:
 
 def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None) -> Session:
     """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models."""
-    target_profile = build_profile(open_model(request.target))
     draft_profile = comparison = translator = None
-    if request.draft is not None:
-        draft_profile = build_profile(open_model(request.draft))
-        comparison = judge(target_profile, draft_profile)
+    if request.draft is None:
+        target_profile = profile_of(request.target)
+    else:
+        comparison = compare(request.target, request.draft)
+        target_profile, draft_profile = comparison.target, comparison.draft
         translator = _translator(request, comparison, on_refusal)
         if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
             if on_refusal is not None:
