@@ -133,11 +133,9 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
     dtype = resolve_dtype(request.dtype, device)
     target_model = load_model(target_profile, device, dtype)
     draft_model = load_model(draft_profile, device, dtype) if draft_profile is not None else None
-    eos = target_profile.generation_eos or ((target_profile.specials.eos.id,) if target_profile.specials.eos
-                                           and target_profile.specials.eos.id is not None else ())
     return Session(request=request, target_profile=target_profile, draft_profile=draft_profile,
                    comparison=comparison, device=device, dtype=dtype, target_model=target_model,
-                   draft_model=draft_model, eos_ids=tuple(eos), translator=translator)
+                   draft_model=draft_model, eos_ids=target_profile.generation_eos, translator=translator)
 
 
 def _translator(request: RunRequest, comparison: Comparison, on_refusal) -> Translator | None:
