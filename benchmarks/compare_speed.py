@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from vocabcheck.machine import machine_description
 
 ROOT = Path(__file__).resolve().parent.parent  # run from here (``python -m``): this checkout's vocabcheck and tests
 
@@ -111,7 +112,7 @@ def main() -> None:
 def machine_line(load_before: float) -> str:
     """The report's machine line: what ran, and the load average around the run (``load_before``: at its start)."""
     load_after = os.getloadavg()[0]
-    return (f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+    return (f"- machine: {machine_description()}, "
             f"load average {load_before:.2f} at the start and {load_after:.2f} at the end"
             + (" (the machine was shared with other jobs: read the ratios, measured side by side, not the seconds)"
                if max(load_before, load_after) > 1.5 else ""))

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import shlex
 import shutil
 import sys
@@ -35,6 +34,7 @@ from pathlib import Path
 from tests.support import fuzz_mutate as fm
 from tests.support.fuzz_targets import TARGETS, Materials
 from tests.support.fuzz_worker import Worker
+from vocabcheck.machine import machine_description
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -227,7 +227,7 @@ def write_report(path: Path, run: Run, *, command: str, elapsed: float, seed: in
         command,
         "```",
         "",
-        f"Machine: {platform.machine()}, {_cores()} cores, Python {platform.python_version()}. "
+        f"Machine: {machine_description()}. "
         f"Seeds {seed}..; {total:,} inputs in {elapsed / 60:,.1f} minutes "
         f"({total / max(elapsed, 1e-9):,.1f} inputs/s); worker restarts: {run.worker.restarts}.",
         "",
@@ -265,12 +265,6 @@ def write_report(path: Path, run: Run, *, command: str, elapsed: float, seed: in
     from vocabcheck import atomic
 
     atomic.write_text(path, "\n".join(lines) + "\n")
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def atheris_main(materials: Materials, work: Path, target: str, runs: int) -> int:

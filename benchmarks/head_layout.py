@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import platform
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+
+from vocabcheck.machine import machine_description
 
 
 def head_alone(vocab: int, hidden: int, rows: tuple[int, ...], repeat: int) -> dict[int, dict[str, float]]:
@@ -113,9 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         f"python -m benchmarks.head_layout --repeat {args.repeat}" + (f" --out {args.out}" if args.out else ""),
         "```",
         "",
-        f"Machine: {platform.machine()}, {platform.processor() or 'cpu'}, {threads} torch threads, "
-        f"torch {torch.__version__} ({'MKL' if torch.backends.mkl.is_available() else 'no MKL'}), "
-        f"Python {platform.python_version()}.",
+        f"Machine: {machine_description()}, {threads} torch threads, "
+        f"torch {torch.__version__} ({'MKL' if torch.backends.mkl.is_available() else 'no MKL'}).",
         "",
         f"## The head alone (median ms per call, {qwen.ROWS_LARGE:,} float32 rows, median of {args.repeat})",
         "",

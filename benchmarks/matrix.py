@@ -20,13 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from vocabcheck.machine import machine_description
 
 ROOT = Path(__file__).resolve().parent.parent  # run from here (``python -m``): this checkout's vocabcheck and tests
 VERSION = "1"
@@ -156,7 +157,7 @@ def report(command: str, models: list[dict], runs: dict[str, list[dict]], matrix
         command,
         "```",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"Machine: {machine_description()}, "
         f"tokenizers {tokenizers.__version__}, vocabcheck {vocabcheck.__version__}; load average "
         f"{', '.join(f'{x:.1f}' for x in load[0])} at the start, {', '.join(f'{x:.1f}' for x in load[1])} at the "
         "end (absolute times move with the machine's load, the ratio of interleaved runs much less). Each "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import platform
 import shlex
 import sys
 from pathlib import Path
@@ -56,6 +55,7 @@ def bench(
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
     from ..errors import VocabcheckError
+    from ..machine import machine_description
     from ..render import bench_report, terminal
 
     bench_report.check_destination(report)  # before the benchmark runs: one line, exit code 2
@@ -82,8 +82,7 @@ def bench(
     with err.status("benchmarking") if not quiet else contextlib.nullcontext() as status:
         result = run_bench(session, ids, plan, progress=None if quiet else status.update)
     command = "vocabcheck " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vocabcheck bench"
-    machine = (f"{platform.machine()}, {platform.processor() or 'cpu'}, {_cores()} cores, "
-               f"Python {platform.python_version()}")
+    machine = machine_description()
     if report is not None:
         bench_report.write_report(report, result, target=target, draft=draft, command=command, machine=machine)
     if json_out:
@@ -93,9 +92,3 @@ def bench(
     if result.interrupted:  # Ctrl-C: the cells measured so far are printed above
         raise typer.Exit(130)
     raise typer.Exit(0 if result.lossless else 1)
-
-
-def _cores() -> int:
-    import os
-
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

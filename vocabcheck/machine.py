@@ -1,0 +1,21 @@
+"""The machine a measurement ran on, described one way for every report (``bench --report`` and ``benchmarks/``).
+
+Cores are the ones this process may run on (``os.sched_getaffinity``: a container or ``taskset`` limits them), not
+the machine's total: that is what a measurement could use. A leaf module: it imports nothing from vocabcheck.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+
+
+def usable_cores() -> int:
+    """How many CPU cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def machine_description() -> str:
+    """``x86_64, x86_64, 2 cores, Python 3.11.7``: architecture, processor, usable cores, Python."""
+    return (f"{platform.machine()}, {platform.processor() or 'cpu'}, {usable_cores()} cores, "
+            f"Python {platform.python_version()}")
