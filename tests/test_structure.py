@@ -1,5 +1,5 @@
 """The shape of the code, checked: no import cycle inside vocabcheck (module-level and function-level imports alike),
-no module over 450 lines and no function of the decoder over 60 lines, except the entries of an allow-list that
+no import of the views (render/, cli/) from below them, no module over 450 lines and no function of the decoder over 60 lines, except the entries of an allow-list that
 says why (and an entry that is no longer needed fails too). Each failure names the cycles or the offenders."""
 
 from __future__ import annotations
@@ -12,6 +12,11 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "vocabcheck"
 
 IMPORT_CYCLES: dict[frozenset[str], str] = {}  # groups of modules that import each other → why, for now
+
+# the layers from the top: the command line (cli/, and __main__ that starts it), then the views (render/), then
+# everything else (the domain, the decoder, the sources...); a module imports only from its own layer or below
+LAYERS = (("vocabcheck.__main__", "vocabcheck.cli"), ("vocabcheck.render",))
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}  # (importer, imported) → why, for now
 
 MAX_MODULE_LINES = 450
 LONG_MODULES: dict[str, str] = {}  # path under vocabcheck/ → why it may be longer
@@ -125,6 +130,36 @@ def test_the_package_has_no_import_cycle_except_the_listed_ones():
     assert stale == [], f"allow-listed import cycles that are gone (remove them from the list): {stale}"
 
 
+def layer(name: str) -> int:
+    """0 for the command line, 1 for the views, 2 for every other module."""
+    return next((rank for rank, tops in enumerate(LAYERS)
+                 if any(name == top or name.startswith(top + ".") for top in tops)), len(LAYERS))
+
+
+def upward_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """(importer, imported) where a module imports one of a higher layer."""
+    return {(name, target) for name, targets in graph.items() for target in targets if layer(target) < layer(name)}
+
+
+def test_nothing_below_the_views_and_the_command_line_imports_them():
+    graph = import_graph()
+    assert layer("vocabcheck.cli.app") == layer("vocabcheck.__main__") == 0
+    assert layer("vocabcheck.render.terminal") == 1 and "vocabcheck.render.terminal" in graph
+    assert layer("vocabcheck.errors") == layer("vocabcheck.decode.session") == layer("vocabcheck") == 2
+    found = upward_imports(graph)
+    unexpected = sorted(f"{a} imports {b}" for a, b in found if (a, b) not in LAYER_EXCEPTIONS)
+    assert unexpected == [], "imports from a lower layer into the views or the command line: " + "; ".join(unexpected)
+    stale = sorted(pair for pair in LAYER_EXCEPTIONS if pair not in found)
+    assert stale == [], f"allow-listed upward imports that are gone (remove them from the list): {stale}"
+
+
+def test_upward_imports_are_found():
+    graph = {"vocabcheck.errors": {"vocabcheck.render.terminal"}, "vocabcheck.render.terminal": {"vocabcheck.cli.app"},
+             "vocabcheck.cli.app": {"vocabcheck.render.terminal", "vocabcheck.errors"}}
+    assert upward_imports(graph) == {("vocabcheck.errors", "vocabcheck.render.terminal"),
+                                     ("vocabcheck.render.terminal", "vocabcheck.cli.app")}
+
+
 def test_cycles_are_reported_as_paths():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a", "e"}, "e": {"d"}, "f": {"a"}}
     assert cycles(graph) == {frozenset("abc"): ["a", "b", "c", "a"], frozenset("de"): ["d", "e", "d"]}
@@ -139,7 +174,7 @@ def test_no_module_is_over_450_lines_except_the_listed_ones():
     over = {path: n for path, n in sorted(lengths.items()) if n > MAX_MODULE_LINES and path not in LONG_MODULES}
     assert over == {}, f"modules over {MAX_MODULE_LINES} lines: {over}"
     assert all(reason.strip() for reason in [*IMPORT_CYCLES.values(), *LONG_MODULES.values(),
-                                              *LONG_DECODE_FUNCTIONS.values()])
+                                              *LONG_DECODE_FUNCTIONS.values(), *LAYER_EXCEPTIONS.values()])
 
 
 def function_lengths(path: Path) -> dict[str, int]:

@@ -10,6 +10,6 @@ def demo(
     no_bench: bool = typer.Option(False, "--no-bench", help="Skip the short benchmark at the end."),
 ) -> None:
     """Build (once, offline, into the user cache) a Qwen2.5-shaped pair, then compare, run and bench it."""
-    from ..demo.story import tell
+    from .demo_story import tell
 
     tell(rebuild=rebuild, bench=not no_bench)

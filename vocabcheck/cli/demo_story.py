@@ -7,8 +7,8 @@ import json
 
 from rich.text import Text
 
+from ..demo.pair import DemoPair, demo_pair
 from ..render import terminal
-from .pair import DemoPair, demo_pair
 
 PROMPT = '''def binary_search(items, target):
     """Return the index of target in the sorted list items, or -1."""
