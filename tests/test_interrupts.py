@@ -26,7 +26,7 @@ import pytest
 from tests.support.interrupting import stop, stops
 from vocabcheck import atomic
 from vocabcheck.demo import qwen
-from vocabcheck.errors import ISSUE_TRACKER
+from vocabcheck.errors import REPORT_BUGS
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.usefixtures("signal_fallbacks")
@@ -396,7 +396,7 @@ def test_an_unexpected_exception_is_one_line_naming_a_bug_and_where_to_report_it
     assert code == 3
     assert err.strip().splitlines() == [
         "internal error: ZeroDivisionError: division by zero in the verdict — this is a bug in vocabcheck; please "
-        f"report it at {ISSUE_TRACKER} (run with --debug for the traceback)"]
+        f"report it {REPORT_BUGS}"]
     assert "Traceback" not in err
 
 
@@ -425,7 +425,7 @@ def test_a_rust_panic_is_a_bug_too(cli, monkeypatch, small_pair):
     assert code == 3
     assert err.strip().splitlines() == [
         "internal error: PanicException: index out of bounds: the len is 3 but the index is 7 — this is a bug in "
-        f"vocabcheck; please report it at {ISSUE_TRACKER} (run with --debug for the traceback)"]
+        f"vocabcheck; please report it {REPORT_BUGS}"]
 
 
 def test_the_console_script_exits_with_3_for_a_bug(tmp_path, small_pair):
@@ -440,6 +440,6 @@ def test_the_console_script_exits_with_3_for_a_bug(tmp_path, small_pair):
                             env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=ROOT)
     assert result.returncode == 3, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "internal error: KeyError: 'no such key' — this is a bug in vocabcheck; please report it at "
-        f"{ISSUE_TRACKER} (run with --debug for the traceback)"]
+        "internal error: KeyError: 'no such key' — this is a bug in vocabcheck; please report it "
+        f"{REPORT_BUGS}"]
 

@@ -16,7 +16,9 @@ from pathlib import Path
 
 from .text import printable
 
-ISSUE_TRACKER = "https://github.com/vocabcheck/vocabcheck/issues"
+# where a bug is reported: vocabcheck has no public address (README), so to whoever gave the user their copy
+REPORT_BUGS = ("to whoever maintains your copy of vocabcheck (it has no public address), with the command line and "
+               "the traceback that --debug adds")
 
 
 class VocabcheckError(Exception):

@@ -18,7 +18,7 @@ import traceback
 import typer
 
 from .. import interrupts
-from ..errors import ISSUE_TRACKER, VocabcheckError, library_failure
+from ..errors import REPORT_BUGS, VocabcheckError, library_failure
 from ..text import printable
 from . import align, bench, compare, demo, gate, inspect, matrix, run
 
@@ -150,7 +150,7 @@ def _bug(exc: BaseException, argv: list[str]) -> int:
         traceback.print_exc()
     detail = printable(" ".join(str(exc).split())[:300])
     print(f"internal error: {type(exc).__name__}: {detail} — this is a bug in vocabcheck; please report it "
-          f"at {ISSUE_TRACKER} (run with --debug for the traceback)", file=sys.stderr)
+          f"{REPORT_BUGS}", file=sys.stderr)
     return 3
 
 
