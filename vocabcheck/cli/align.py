@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from .options import NoProbe
+
 from .output import emit_json
 
 
@@ -21,7 +23,7 @@ def align(
                                              help="The target's tensor-parallel size, passed to the engines."),
     draft_tensor_parallel_size: int = typer.Option(None, "--draft-tensor-parallel-size",
                                                    help="vLLM's draft_tensor_parallel_size (1 or the target's)."),
-    no_probe: bool = typer.Option(False, "--no-probe", help="Skip the encoding probe of differing tokenizers."),
+    no_probe: NoProbe = False,
 ) -> None:
     """Pad or cut the draft's embedding and lm_head to the target's rows so that vLLM and SGLang accept the pair.
 

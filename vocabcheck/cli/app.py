@@ -23,9 +23,9 @@ from ..text import printable
 from . import align, bench, compare, demo, gate, inspect, matrix, run
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
-    from typer._click.exceptions import ClickException
+    from typer._click.exceptions import BadParameter, ClickException
 except ImportError:  # pragma: no cover
-    from click.exceptions import ClickException
+    from click.exceptions import BadParameter, ClickException
 
 app = typer.Typer(
     name="vocabcheck",
@@ -105,6 +105,9 @@ def _main(argv: list[str] | None) -> int:
     except typer.Abort:
         print("interrupted", file=sys.stderr)
         return 130
+    except BadParameter as exc:  # a value the option's type refuses (``-k four``): one line, like any bad input
+        print(f"error: {printable(_bad_value(exc))}", file=sys.stderr)
+        return 2
     except ClickException as exc:  # usage errors: click prints the usage line and the problem (which may quote argv)
         shown = io.StringIO()
         exc.show(file=shown)
@@ -131,6 +134,19 @@ def _main(argv: list[str] | None) -> int:
         if not library_failure(exc):
             raise
         return _bug(exc, argv)
+
+
+def _bad_value(exc: BadParameter) -> str:
+    """``-k / --num-speculative-tokens takes a whole number, not 'four'``; typer (0.24 and later) converts values with
+    pydantic, whose error carries the value given."""
+    flags = " / ".join(exc.param.opts + exc.param.secondary_opts) if exc.param is not None else "an option"
+    errors = getattr(exc.__cause__, "errors", None)
+    first = errors()[0] if callable(errors) and errors() else {}
+    wanted = {"int_parsing": "a whole number", "int_from_float": "a whole number", "float_parsing": "a number",
+              "bool_parsing": "true or false"}.get(first.get("type"))
+    if wanted and "input" in first:
+        return f"{flags} takes {wanted}, not {first['input']!r}"
+    return f"{flags}: {exc.message}"
 
 
 def _escape_undecodable_output() -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import typer
 
+from .options import AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate, whole_number
 from .output import emit_json
 
 
@@ -30,21 +31,21 @@ def bench(
     batch_sizes: str = typer.Option("1,16", "--batch-sizes", help="Comma-separated batch sizes."),
     methods: str = typer.Option("none,ngram,draft", "--methods", help="Comma-separated: none, ngram, draft."),
     k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=2),
+    max_new_tokens: MaxNewTokens = 64,
     prompts: Path = typer.Option(None, "--prompts", help="Prompt file (one per line, or JSONL); default: "
                                                          "function openings from Python's standard library."),
-    warmup: int = typer.Option(1, "--warmup", min=0),
-    repeat: int = typer.Option(3, "--repeat", min=1),
+    warmup: int = typer.Option(1, "--warmup", parser=whole_number("--warmup", 0),
+                               help="Untimed runs of every cell first."),
+    repeat: int = typer.Option(3, "--repeat", parser=whole_number("--repeat", 1),
+                               help="Timed runs of every cell (the median is reported)."),
     compare_hf: bool = typer.Option(False, "--compare-hf", help="Also time transformers' assisted generation "
                                                                 "(batch 1)."),
-    device: str = typer.Option("auto", "--device"),
-    dtype: str = typer.Option("auto", "--dtype"),
-    allow_incompatible: bool = typer.Option(False, "--allow-incompatible"),
-    translate: bool = typer.Option(False, "--translate", help="Run a draft whose tokenizer differs through the "
-                                                              "tokens both share."),
-    temperature: float = typer.Option(0.0, "--temperature", help="0 is greedy (output checked against plain "
-                                                                 "decoding); above 0 every cell samples."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
+    device: Device = "auto",
+    dtype: Dtype = "auto",
+    allow_incompatible: AllowIncompatible = False,
+    translate: Translate = False,
+    temperature: Temperature = 0.0,
+    seed: Seed = 0,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.bench/1)."),
     report: Path = typer.Option(None, "--report", help="Write bench.md, bench.json and charts to this directory."),
 ) -> None:
@@ -54,13 +55,16 @@ def bench(
     from ..decode import METHODS, DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
-    from ..errors import VocabcheckError
+    from ..errors import BadOption, VocabcheckError
     from ..machine import machine_description
     from ..render import bench_report, terminal
 
     bench_report.check_destination(report)  # before the benchmark runs: one line, exit code 2
     sizes = _csv(batch_sizes, int, "batch-sizes")
     chosen = _csv(methods, str, "methods")
+    if max_new_tokens < 2:  # time per output token is measured over the tokens after the first
+        raise BadOption(f"--max-new-tokens must be at least 2 for bench (time per output token counts the tokens "
+                        f"after the first), not {max_new_tokens}")
     if any(b < 1 for b in sizes):
         raise VocabcheckError("--batch-sizes must be positive")
     unknown = [m for m in chosen if m not in METHODS]

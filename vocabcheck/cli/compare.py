@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from .options import NoProbe
+
 from .output import emit_json, write_outputs
 
 
@@ -16,7 +18,7 @@ def compare(
     strict: bool = typer.Option(False, "--strict", help="Warnings fail the pair (exit code 1)."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the report as Markdown to this file."),
     json_file: Path = typer.Option(None, "--json-file", help="Also write the JSON report to this file."),
-    no_probe: bool = typer.Option(False, "--no-probe", help="Skip the encoding probe of differing tokenizers."),
+    no_probe: NoProbe = False,
     quiet_info: bool = typer.Option(False, "--no-info", help="Hide info-level findings in the terminal report."),
 ) -> None:
     """Classify a pair as identical, padded-compatible or incompatible, with a reason for every finding.

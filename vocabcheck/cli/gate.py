@@ -8,6 +8,8 @@ from pathlib import Path
 
 import typer
 
+from .options import NoProbe
+
 from .output import write_outputs
 
 
@@ -19,7 +21,7 @@ def gate(
                                    help="Write the report as JSON (schema vocabcheck.gate/1) to this file."),
     markdown: Path = typer.Option(None, "--markdown", help="Write the report as Markdown to this file (it is also "
                                                            "appended to $GITHUB_STEP_SUMMARY when that is set)."),
-    no_probe: bool = typer.Option(False, "--no-probe", help="Skip the encoding probe of differing tokenizers."),
+    no_probe: NoProbe = False,
 ) -> None:
     """Check every pair of a manifest against the verdict it must get; for CI.
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import typer
 
+from .options import NoProbe
+
 from .output import emit_json, write_outputs
 
 
@@ -16,7 +18,7 @@ def matrix(
     json_out: bool = typer.Option(False, "--json", help="Print the matrix as JSON (schema vocabcheck.matrix/1)."),
     json_file: Path = typer.Option(None, "--json-file", help="Also write the JSON document to this file."),
     markdown: Path = typer.Option(None, "--markdown", help="Also write the matrix as Markdown to this file."),
-    no_probe: bool = typer.Option(False, "--no-probe", help="Skip the encoding probe of differing tokenizers."),
+    no_probe: NoProbe = False,
 ) -> None:
     """The verdict of every ordered pair of a model family, for N profiles and one diff per pair of tokenizers.
 

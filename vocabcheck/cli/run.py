@@ -7,6 +7,10 @@ from pathlib import Path
 
 import typer
 
+from .options import (
+    AllowIncompatible, Device, Dtype, MaxNewTokens, NgramMax, NgramMin, Seed, Temperature, TopK, TopP, Translate,
+    whole_number,
+)
 from .output import emit_json
 
 
@@ -18,33 +22,30 @@ def run(
     prompt_file: Path = typer.Option(None, "--prompt-file", help="One prompt per line, or JSONL."),
     chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
     k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Tokens to generate per prompt."),
-    temperature: float = typer.Option(0.0, "--temperature", help="0 is greedy."),
-    top_k: int = typer.Option(0, "--top-k", help="Keep the k most likely tokens (0: off)."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Nucleus sampling mass, in (0, 1] (1: off)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sampler."),
-    batch_size: int = typer.Option(1, "--batch-size", help="Prompts run together (left-padded)."),
-    ngram_min: int = typer.Option(1, "--ngram-min", help="Shortest n-gram to match."),
-    ngram_max: int = typer.Option(3, "--ngram-max", help="Longest n-gram to match."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
-    allow_incompatible: bool = typer.Option(False, "--allow-incompatible",
-                                            help="Run an incompatible pair anyway, with raw ids (still lossless)."),
-    translate: bool = typer.Option(False, "--translate", help="Run a pair whose tokenizers differ through the tokens "
-                                                              "they share (lossless, greedy and sampled)."),
+    max_new_tokens: MaxNewTokens = 64,
+    temperature: Temperature = 0.0,
+    top_k: TopK = 0,
+    top_p: TopP = 1.0,
+    seed: Seed = 0,
+    batch_size: int = typer.Option(1, "--batch-size", parser=whole_number("--batch-size", 1),
+                                   help="Prompts run together (left-padded)."),
+    ngram_min: NgramMin = 1,
+    ngram_max: NgramMax = 3,
+    device: Device = "auto",
+    dtype: Dtype = "auto",
+    allow_incompatible: AllowIncompatible = False,
+    translate: Translate = False,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.run/1)."),
 ) -> None:
     """Generate with speculative decoding; prints the text, then acceptance and time per output token."""
     from ..decode import DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
-    from ..errors import BadOption, VocabcheckError
+    from ..errors import VocabcheckError
     from ..render import data, terminal
 
     options = DecodeOptions(method=method, k=k, max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
                             ngram_max=ngram_max, sampling=Sampling(temperature=temperature, top_k=top_k, top_p=top_p))
-    if batch_size < 1:
-        raise BadOption(f"--batch-size must be at least 1, not {batch_size}")
     if method == "draft" and not draft:
         raise VocabcheckError("--method draft needs a DRAFT model (or use --method ngram / none)")
     prompts = [Prompt(p) for p in (prompt or [])]

@@ -1,0 +1,89 @@
+"""The options several commands share, declared once as ``Annotated`` aliases (as huggingface_hub's CLI does): a
+command names the alias and gives the default, ``no_probe: NoProbe = False``.
+
+Their values are checked while the command line is parsed, before any heavy import (torch, transformers): a value
+that is not a number, or a device or dtype no one could mean, is one line and exit code 2 (``error: ...``), not a
+usage block. Ranges (``--max-new-tokens`` at least 1, ``--top-p`` in (0, 1]...) are checked where they are defined,
+by :class:`vocabcheck.decode.DecodeOptions` and :class:`vocabcheck.decode.Sampling`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from ..errors import VocabcheckError
+
+# (the checks raise VocabcheckError, not the ValueError BadOption also is: typer would wrap a ValueError in its own
+# usage block)
+
+# the spellings vocabcheck.decode.device resolves (tests/test_cli_options.py keeps the two lists equal); that module
+# imports torch, which this check comes before
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
+
+
+def whole_number(flag: str, minimum: int | None = None) -> Callable[[object], int]:
+    """A parser for an integer option: one line for anything else (``-k four``, ``--seed 1.5``)."""
+    def parse(value: object) -> int:
+        if isinstance(value, int):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                raise VocabcheckError(f"{flag} takes a whole number, not {value!r}") from None
+        if minimum is not None and number < minimum:
+            raise VocabcheckError(f"{flag} must be at least {minimum}, not {number}")
+        return number
+    return parse
+
+
+def real_number(flag: str) -> Callable[[object], float]:
+    """A parser for a float option: one line for what is not a number (``--temperature hot``)."""
+    def parse(value: object) -> float:
+        try:
+            return float(value) if isinstance(value, (int, float)) else float(str(value).strip())
+        except ValueError:
+            raise VocabcheckError(f"{flag} takes a number, not {value!r}") from None
+    return parse
+
+
+def _device(value: str) -> str:
+    if not _DEVICE.fullmatch(value.strip().lower()):
+        raise VocabcheckError(f"--device must be auto, cpu, cuda or cuda:N, not {value!r}")
+    return value
+
+
+def _dtype(value: str) -> str:
+    if value not in DTYPES:
+        raise VocabcheckError(f"--dtype must be one of {', '.join(DTYPES)}, not {value!r}")
+    return value
+
+
+NoProbe = Annotated[bool, typer.Option("--no-probe", help="Skip the encoding probe of differing tokenizers.")]
+
+# decoding (run, bench)
+MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", parser=whole_number("--max-new-tokens"),
+                                           help="Tokens to generate per prompt.")]
+Temperature = Annotated[float, typer.Option("--temperature", parser=real_number("--temperature"),
+                                            help="0 is greedy; above 0 tokens are sampled.")]
+TopK = Annotated[int, typer.Option("--top-k", parser=whole_number("--top-k"),
+                                   help="Keep the k most likely tokens (0: off).")]
+TopP = Annotated[float, typer.Option("--top-p", parser=real_number("--top-p"),
+                                     help="Nucleus sampling mass, in (0, 1] (1: off).")]
+Seed = Annotated[int, typer.Option("--seed", parser=whole_number("--seed"), help="Seed of the sampler.")]
+NgramMin = Annotated[int, typer.Option("--ngram-min", parser=whole_number("--ngram-min"),
+                                       help="Shortest n-gram to match.")]
+NgramMax = Annotated[int, typer.Option("--ngram-max", parser=whole_number("--ngram-max"),
+                                       help="Longest n-gram to match.")]
+Device = Annotated[str, typer.Option("--device", callback=_device, help="auto, cpu, cuda or cuda:N.")]
+Dtype = Annotated[str, typer.Option("--dtype", callback=_dtype, help="auto, float32, bfloat16 or float16.")]
+AllowIncompatible = Annotated[bool, typer.Option(
+    "--allow-incompatible", help="Run an incompatible pair anyway, with raw ids (still lossless).")]
+Translate = Annotated[bool, typer.Option(
+    "--translate", help="Run a pair whose tokenizers differ through the tokens they share (lossless, greedy and "
+                        "sampled).")]
