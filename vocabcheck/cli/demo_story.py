@@ -88,7 +88,7 @@ def _bench(out, pair: DemoPair) -> None:
     plan = BenchPlan(batch_sizes=(1, 4), options=DecodeOptions(k=4, max_new_tokens=32), warmup=1, repeat=3)
     with out.status("benchmarking") as status:
         result = run_bench(session, ids, plan, progress=status.update)
-    out.print(bench_report.summary_table(result))
+    terminal.print_table(out, bench_report.summary_table(result))
     draft = result.row("draft", 1)
     if draft is not None and draft.ideal_speedup:
         out.print(f"batch 1: acceptance {draft.acceptance_rate:.0%}, mean accepted length "

@@ -13,11 +13,15 @@ from ..errors import InputError
 
 def emit_json(document: Mapping[str, Any]) -> None:
     from ..render.data import dumps
+    from ..render.terminal import discard_output
 
     # a path that is not UTF-8 holds surrogates ('\udcff'): written as the JSON escape "\udcff", the document stays
     # valid JSON and reads back to the same string
-    sys.stdout.write(dumps(dict(document)).encode("utf-8", "backslashreplace").decode("utf-8"))
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(dumps(dict(document)).encode("utf-8", "backslashreplace").decode("utf-8"))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (``... --json | head -1``): the command's exit code stands
+        discard_output(sys.stdout)
 
 
 def write_outputs(files: Mapping[Path | None, Callable[[], str]]) -> None:

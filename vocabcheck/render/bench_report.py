@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..bench import BenchResult, Row
 from .data import BENCH_SCHEMA
 from .markdown import document
+from .terminal import print_table
 
 LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
          "hf-ngram": "transformers, prompt lookup", "hf-draft": "transformers, assisted",
@@ -68,8 +69,8 @@ def detail_table(result: BenchResult) -> Table:
 
 
 def print_bench(out: Console, result: BenchResult) -> None:
-    out.print(summary_table(result))
-    out.print(detail_table(result))
+    print_table(out, summary_table(result))
+    print_table(out, detail_table(result), heading_columns=2)
     if result.hf_note:
         out.print(Text("transformers: ", style="bold") + Text(result.hf_note))
     if not result.lossless:

@@ -13,7 +13,7 @@ from .. import __version__
 from ..gate import Expectation, GateReport, Outcome, PairResult
 from .data import GATE_SCHEMA, compare_document, error_document
 from .markdown import comparison_markdown, document, escape
-from .terminal import VERDICT_STYLE
+from .terminal import VERDICT_STYLE, print_table
 from ..text import clip
 
 RESULT_STYLE = {Outcome.PASS: ("✓ pass", "bold green"), Outcome.FAIL: ("✗ FAIL", "bold red"),
@@ -71,7 +71,7 @@ def print_gate(out: Console, report: GateReport) -> None:
         expected = r.pair.expect.describe() + (" (strict" + (f", allow {', '.join(r.pair.allow)}" if r.pair.allow
                                                              else "") + ")" if r.pair.strict else "")
         table.add_row(r.pair.name, verdict, expected, Text(label, style=style), note)
-    out.print(table)
+    print_table(out, table)
     style = "bold red" if report.exit_code else "bold green"
     out.print(Text(summary(report), style=style)
               + Text(f"  ({report.models} models profiled, {report.tokenizer_diffs} tokenizer diffs, "

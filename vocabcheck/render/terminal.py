@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.measure import Measurement
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.segment import Segment
 from rich.table import Table
@@ -12,8 +15,8 @@ from rich.text import Span, Text
 
 from ..findings import Finding, Severity
 from ..profile import ModelProfile, SpecialToken
-from ..verdict import Alignment, Comparison, Verdict
 from ..text import printable
+from ..verdict import Alignment, Comparison, Verdict
 
 VERDICT_STYLE = {Verdict.IDENTICAL: "bold green", Verdict.PADDED_COMPATIBLE: "bold yellow",
                  Verdict.INCOMPATIBLE: "bold red"}
@@ -40,12 +43,82 @@ class _Console(Console):
     def render_str(self, text: str, **kwargs) -> Text:
         return super().render_str(printable(text, _KEEP), **kwargs)
 
+    def on_broken_pipe(self) -> None:
+        """The reader went away (``vocabcheck compare T D | head -1``): the rest of this console's output goes
+        nowhere and the command ends as it would have, with its own exit code (rich's default exits with 1, the code
+        of an incompatible pair)."""
+        self.quiet = True
+        discard_output(self.file)
+
     def render(self, renderable, options=None) -> Iterable[Segment]:
         if isinstance(renderable, Text):
             renderable = _printable_text(renderable)
         for segment in super().render(renderable, options):
             text = segment.text if segment.control else printable(segment.text, _KEEP)
             yield segment if text is segment.text else Segment(text, segment.style, segment.control)
+
+
+def print_table(out: Console, table: Table, *, heading_columns: int = 1, max_row_lines: int = 4) -> None:
+    """``table`` where it reads at the console's width (80 columns in a file or a CI log, unless COLUMNS says more);
+    otherwise stacked, one block per row: where a cell would be cut to ``…`` (a column narrower than its longest
+    word) or a row would wrap over more than ``max_row_lines`` lines. A block is headed by the row's first
+    ``heading_columns`` cells, then its other columns as ``header  value`` lines."""
+    width = out.width
+    rows = table.row_count
+    fits = Measurement.get(out, out.options.update_width(10 ** 6), table).minimum <= width  # unclamped
+    if fits and rows:
+        fits = len(out.render_lines(table, out.options, pad=False)) <= 6 + rows * max_row_lines
+    if fits:
+        out.print(table)
+        return
+    out.print(stacked(table, heading_columns=heading_columns, width=width))
+
+
+def stacked(table: Table, *, heading_columns: int, width: int) -> Group:
+    """The rows of ``table`` as blocks: a heading line, then ``header  value`` pairs laid out as many to a line as
+    ``width`` holds (a long value alone on its line, wrapped at its words)."""
+    columns = table.columns
+    headers = [_as_text(column.header).plain for column in columns]
+    cells = [list(column.cells) for column in columns]
+    keys = range(heading_columns, len(columns))
+    key_width = max((len(headers[i]) for i in keys), default=0)
+    value_width = max((_as_text(cells[i][r]).cell_len for i in keys for r in range(table.row_count)), default=0)
+    per_line = max(1, width // (key_width + value_width + 4))  # 2 columns of indent, 2 between key and value, 2 after
+    parts: list = []
+    if table.title:
+        parts.append(_as_text(table.title, style="bold"))
+    for r in range(table.row_count):
+        heading = _as_text(cells[0][r], style="bold").copy() if heading_columns else Text()
+        for i in range(1, heading_columns):
+            heading.append(f", {headers[i]} ").append_text(_as_text(cells[i][r]))
+        grid = Table.grid(padding=(0, 2, 0, 0), pad_edge=False)
+        for _ in range(per_line):
+            grid.add_column(style="dim", no_wrap=True)
+            grid.add_column(overflow="fold")
+        pairs = [(Text(headers[i]), _as_text(cells[i][r])) for i in keys]
+        for start in range(0, len(pairs), per_line):
+            line = pairs[start:start + per_line]
+            grid.add_row(*[cell for pair in line for cell in pair], *[""] * (2 * (per_line - len(line))))
+        parts += [heading, Padding(grid, (0, 0, 0, 2))]
+    return Group(*parts)
+
+
+def _as_text(cell, style: str = "") -> Text:
+    return cell if isinstance(cell, Text) else Text(str(cell), style=style)
+
+
+def discard_output(stream) -> None:
+    """After a BrokenPipeError on ``stream`` (stdout or stderr): what is still buffered and whatever is written to it
+    later goes to the null device, so neither a later write nor the flush at exit fails again."""
+    try:
+        fileno = stream.fileno()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+    except (AttributeError, OSError, ValueError):  # not a file (a test's StringIO): nothing to redirect
+        return
+    try:
+        os.dup2(devnull, fileno)
+    finally:
+        os.close(devnull)
 
 
 def _printable_text(text: Text) -> Text:
@@ -162,14 +235,16 @@ def print_profile(out: Console, profile: ModelProfile) -> None:
     added = profile.tokenizer.added
     if added:
         tokens = Table(title=f"Added tokens ({len(added)})", header_style="bold", pad_edge=False)
-        for column in ("id", "content", "special", "normalized", "lstrip", "rstrip", "single_word"):
-            tokens.add_column(column)
+        tokens.add_column("id")
+        tokens.add_column("content", overflow="fold")
+        tokens.add_column("flags (special, normalized, lstrip, rstrip, single_word)", overflow="fold")
         shown = added if len(added) <= 40 else added[:20] + added[-20:]
         for token in shown:
-            tokens.add_row(str(token.id), repr(token.content), *(_yes(v) for v in token.flags().values()))
+            tokens.add_row(str(token.id), repr(token.content),
+                           ", ".join(name for name, value in token.flags().items() if value) or "—")
         if len(added) > 40:
             tokens.caption = f"{len(added) - 40:,} more not shown; --json lists them all"
-        out.print(tokens)
+        print_table(out, tokens)
 
 
 def _special(token: SpecialToken | None) -> str:
@@ -180,10 +255,6 @@ def _special(token: SpecialToken | None) -> str:
 
 def _opt(value) -> str:
     return "—" if value is None else str(value).lower()
-
-
-def _yes(value: bool) -> str:
-    return "yes" if value else ""
 
 
 def _rows(profile: ModelProfile) -> str:
@@ -202,6 +273,16 @@ def _head(profile: ModelProfile) -> str:
     if emb.tied:
         return f"{emb.output_rows:,} (tied to the input embedding)"
     return f"{emb.output_rows:,} ({emb.output_tensor})"
+
+
+def _tied(profile: ModelProfile) -> str:
+    """Whether the output head is the input embedding: from the tensors (a lone embedding, or a config that says so
+    beside both) or, without a checkpoint, from config.json's tie_word_embeddings."""
+    emb = profile.embeddings
+    if emb.tied is None:
+        return "unknown"
+    where = "tensors" if emb.source == "tensors" else "config tie_word_embeddings"
+    return f"{'yes' if emb.tied else 'no'} ({where})"
 
 
 def _ids(profile: ModelProfile) -> str:
@@ -232,6 +313,7 @@ ROWS = (
     ("config vocab_size", lambda p: f"{p.config_vocab_size:,}" if p.config_vocab_size is not None else "—"),
     ("input embedding rows", _rows),
     ("lm_head rows", _head),
+    ("lm_head tied", _tied),
 )
 
 
