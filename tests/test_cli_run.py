@@ -79,6 +79,10 @@ def test_incompatible_pair_is_refused_with_its_findings(cli, qwen_pair, mistral_
     assert code == 1
     assert "INCOMPATIBLE" in err and "vocab.conflict" in err
     assert err.strip().splitlines()[-1].startswith("error: refused: the pair is incompatible")
+    # one refusal: the findings once (above), then one short line that says what to do
+    assert err.count("✗ vocab.conflict") == 1, err
+    assert err.strip().splitlines()[-1] == ("error: refused: the pair is incompatible; --translate runs it through "
+                                            "their shared tokens, --allow-incompatible runs it with raw ids anyway")
     code, out, err = cli("run", qwen_pair[0], mistral_model, "--prompt", "hello", "--max-new-tokens", 4,
                          "--allow-incompatible", "--json")
     assert code == 0, err

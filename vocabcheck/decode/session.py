@@ -118,12 +118,14 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
         target_profile, draft_profile = comparison.target, comparison.draft
         translator = _translator(request, comparison, on_refusal)
         if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
+            why = ""  # where on_refusal shows the findings, the error line only says what to do
             if on_refusal is not None:
                 on_refusal(comparison)
-            top = "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2))
+            else:
+                why = " (" + "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2)) + ")"
             hint = "--translate runs it through their shared tokens, " if comparison.translation is not None \
                 and comparison.translation.translatable else ""
-            raise RefusedPair(f"refused: the pair is incompatible ({top}); {hint}--allow-incompatible runs it with "
+            raise RefusedPair(f"refused: the pair is incompatible{why}; {hint}--allow-incompatible runs it with "
                               "raw ids anyway")
     if any(method != "none" for method in request.methods):
         for profile in (target_profile, draft_profile):

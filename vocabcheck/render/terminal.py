@@ -321,8 +321,8 @@ ROWS = (
 
 
 def print_refusal(out: Console, comparison: Comparison) -> None:
-    """Why `run` refuses a pair: the verdict and its top findings."""
-    out.print(Text.assemble(("refused: ", "bold red"), verdict_text(comparison.verdict), "  ", comparison.reason))
+    """Why `run` refuses a pair: the verdict and its top findings (the error line that follows says what to do)."""
+    out.print(Text.assemble(verdict_text(comparison.verdict), "  ", comparison.reason))
     print_findings(out, comparison.top_findings(3), show_info=False)
 
 
