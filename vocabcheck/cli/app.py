@@ -67,6 +67,15 @@ app.command("align")(align.align)
 app.command("bench")(bench.bench)
 
 
+def _debug_first(argv: list[str]) -> list[str]:
+    """``--debug`` is the application's option; it is accepted after the command too (``vocabcheck compare A B
+    --debug``), moved in front of it here (not after ``--``, where every word is an argument)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--debug" not in argv[1:end]:
+        return argv
+    return ["--debug"] + [a for a in argv[:end] if a != "--debug"] + argv[end:]
+
+
 def _debug(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get("VOCABCHECK_DEBUG", "") not in ("", "0")
 
@@ -89,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    argv = _debug_first(list(sys.argv[1:] if argv is None else argv))
     _escape_undecodable_output()
     command = typer.main.get_command(app)
     from ..render.progress import show_progress
