@@ -77,10 +77,11 @@ def bench(
                      compare_hf=compare_hf)
     texts = read_prompt_file(prompts) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
-    session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None, methods=chosen,
-                                       device=device, dtype=dtype, allow_incompatible=allow_incompatible,
-                                       translate=translate),
-                            on_refusal=lambda c: terminal.print_refusal(err, c))
+    with terminal.progress_line(err, "loading the models"):
+        session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None,
+                                           methods=chosen, device=device, dtype=dtype,
+                                           allow_incompatible=allow_incompatible, translate=translate),
+                                on_refusal=lambda c: terminal.print_refusal(err, c))
     ids = session.encode(texts, chat=False)
     quiet = json_out or not sys.stderr.isatty()
     with err.status("benchmarking") if not quiet else contextlib.nullcontext() as status:

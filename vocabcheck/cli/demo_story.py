@@ -4,6 +4,7 @@ true, a speculative run across the padded rows, and a short benchmark."""
 from __future__ import annotations
 
 import json
+import shlex
 
 from rich.text import Text
 
@@ -26,10 +27,12 @@ def tell(rebuild: bool = False, bench: bool = True) -> None:
     if bench:
         _bench(out, pair)
     out.rule("Try it yourself")
-    out.print(f"vocabcheck compare {pair.target} {pair.draft}")
-    out.print(f"vocabcheck run {pair.target} {pair.draft} --prompt 'def fibonacci(n):' --max-new-tokens 64")
-    out.print(f"vocabcheck bench {pair.target} {pair.draft} --compare-hf")
-    out.print(f"vocabcheck align {pair.target} {pair.draft} --out aligned-draft")
+    target, draft = shlex.quote(str(pair.target)), shlex.quote(str(pair.draft))
+    for command in (f"vocabcheck compare {target} {draft}",
+                    f"vocabcheck run {target} {draft} --prompt 'def fibonacci(n):' --max-new-tokens 64",
+                    f"vocabcheck bench {target} {draft} --compare-hf",
+                    f"vocabcheck align {target} {draft} --out aligned-draft"):
+        terminal.print_command(out, command)
 
 
 def _introduce(out, pair: DemoPair) -> None:
@@ -64,7 +67,8 @@ def _run(out, pair: DemoPair) -> None:
     from ..decode.session import RunRequest, start_session
 
     out.rule("3. A speculative run across the padded rows: vocabcheck run")
-    session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
+    with terminal.progress_line(out, "loading the target and the draft"):
+        session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
     result = session.generate([Prompt(PROMPT)], DecodeOptions(max_new_tokens=48, k=4))
     plain = session.generate([Prompt(PROMPT)], DecodeOptions(method="none", max_new_tokens=48))
     terminal.print_texts(out, session, result)
@@ -83,7 +87,8 @@ def _bench(out, pair: DemoPair) -> None:
     from ..render import bench_report
 
     out.rule("4. A short benchmark: vocabcheck bench (batch 1 and 4, 32 tokens, median of 3)")
-    session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
+    with terminal.progress_line(out, "loading the target and the draft"):
+        session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
     ids = session.encode([Prompt(t) for t in default_prompts(8)], chat=False)
     plan = BenchPlan(batch_sizes=(1, 4), options=DecodeOptions(k=4, max_new_tokens=32), warmup=1, repeat=3)
     with out.status("benchmarking") as status:

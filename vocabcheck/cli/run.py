@@ -56,10 +56,12 @@ def run(
 
     out = terminal.console()
     err = terminal.console(stderr=True)
-    session = start_session(RunRequest(target=target, draft=draft if method == "draft" else None, methods=(method,),
-                                       device=device, dtype=dtype, allow_incompatible=allow_incompatible,
-                                       translate=translate),
-                            on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c))
+    with terminal.progress_line(err, "comparing the pair and loading the models" if method == "draft" else
+                                "loading the model"):
+        session = start_session(RunRequest(target=target, draft=draft if method == "draft" else None,
+                                           methods=(method,), device=device, dtype=dtype,
+                                           allow_incompatible=allow_incompatible, translate=translate),
+                                on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c))
     stream = (not json_out and len(prompts) == 1 and sys.stdout.isatty())
     printer = terminal.StreamPrinter(out, session.target_profile) if stream else None
     result = session.generate(prompts, options, chat=chat, batch_size=batch_size,

@@ -14,7 +14,7 @@ from .. import __version__
 from ..aligner import GENERATION_CONFIG, AlignResult
 from ..verdict import Comparison
 from .data import ALIGN_SCHEMA, alignment_document, finding_document
-from .terminal import pair_title, verdict_text
+from .terminal import pair_title, print_command, verdict_text
 
 
 def print_aligned(out: Console, result: AlignResult) -> None:
@@ -40,7 +40,7 @@ def print_aligned(out: Console, result: AlignResult) -> None:
     out.print(Text("Serve the pair:", style="bold"))
     for command in result.commands:
         out.print(Text(f"# {command.engine} ({command.docs})", style="dim"), soft_wrap=True)
-        out.print(Text(command.shell()), soft_wrap=True)
+        print_command(out, command.shell())
 
 
 def align_document(result: AlignResult) -> dict[str, Any]:

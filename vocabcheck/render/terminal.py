@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 
@@ -105,6 +106,17 @@ def stacked(table: Table, *, heading_columns: int, width: int) -> Group:
 
 def _as_text(cell, style: str = "") -> Text:
     return cell if isinstance(cell, Text) else Text(str(cell), style=style)
+
+
+def print_command(out: Console, command: str) -> None:
+    """A command line to copy: one line whatever the width (a wrapped command pasted into a shell runs half of it)."""
+    out.print(Text(command), soft_wrap=True, crop=False, no_wrap=True, overflow="ignore")
+
+
+def progress_line(out: Console, message: str):
+    """A status line on a terminal while something slow runs (loading models); nothing where ``out`` is not a
+    terminal (a file, a pipe, a CI log), so that output stays what the command prints."""
+    return out.status(message) if out.is_terminal else contextlib.nullcontext()
 
 
 def discard_output(stream) -> None:
