@@ -64,6 +64,7 @@ def test_bench_rejects_bad_options(capsys, qwen_pair):
 def test_demo_tells_the_whole_story_at_a_tiny_size(capsys, monkeypatch, tmp_path):
     """The real row counts and tokenizer, tiny widths and a few training steps."""
     monkeypatch.setenv("VOCABCHECK_CACHE", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "80")  # a file or a CI log: what rich lays out for when stdout is not a terminal
     monkeypatch.setattr(demo_pair_module, "PLAN", TrainPlan(corpus_tokens=4000, seq_len=16, batch=4, target_steps=2,
                                                             draft_steps=2))
     monkeypatch.setattr(demo_pair_module, "TARGET_SHAPE", ModelShape(rows=152064, hidden=16, layers=1, heads=2,
@@ -79,6 +80,11 @@ def test_demo_tells_the_whole_story_at_a_tiny_size(capsys, monkeypatch, tmp_path
         assert words in out, words
     built = demo_pair_module.demo_pair()
     assert built.built is False  # cached now
+    # copy-pasteable at 80 columns (COLUMNS below): every command of "Try it yourself" on one line, with both paths
+    commands = [line for line in out[out.index("Try it yourself"):].splitlines()[1:] if line.strip()]
+    assert [line.split()[:2] for line in commands] == [["vocabcheck", verb] for verb in
+                                                      ("compare", "run", "bench", "align")], out
+    assert all(str(built.target) in line and str(built.draft) in line for line in commands), out
     recipe = json.loads((built.target.parent / demo_pair_module.RECIPE_FILE).read_text())
     assert recipe["target"]["rows"] == 152064 and recipe["draft"]["rows"] == 151936
     index = json.loads((built.target / "model.safetensors.index.json").read_text())
