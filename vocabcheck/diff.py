@@ -17,7 +17,8 @@ from .findings import (
     token_text,
 )
 from .probe import ProbeResult, corpus_encoding, run_probe
-from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile
+from .profile import ROLES, ModelProfile
+from .tokenizer import PIPELINE, TokenizerProfile
 from .translation import Intersection, Translation, describe_bytes, intersect, translate, unreachable_examples
 from .vocab import VocabMatch, match_vocab
 

@@ -12,16 +12,7 @@ from typing import Any
 
 from .config import ModelConfig, read_config, read_generation_eos
 from .sources import ModelSource, TensorShape, open_model
-from .tokenizer import (  # noqa: F401  (re-exported: the tokenizer was part of this module)
-    MODEL_DEFAULTS,
-    PIPELINE,
-    PLACEHOLDER,
-    AddedToken,
-    TokenizerProfile,
-    is_placeholder,
-    profile_tokenizer,
-    tokenizer_profile,
-)
+from .tokenizer import TokenizerProfile, tokenizer_profile
 
 ROLES = ("bos", "eos", "pad", "unk")
 

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..profile import TokenizerProfile
+from ..tokenizer import TokenizerProfile
 from .vocab import VocabBytes, pure_byte_level, regular_strings, vocab_bytes
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
-from ..profile import TokenizerProfile
+from ..tokenizer import TokenizerProfile
 
 # ByteFallback turns a token of exactly six bytes "<0x" + two characters u8::from_str_radix reads in base 16 + ">"
 # into that byte (Rust's from_str_radix accepts a leading "+", so "<0x+A>" is byte 0x0A).
