@@ -139,3 +139,13 @@ def test_the_severity_scan_reads_literal_codes_prefixes_and_keywords(tmp_path):
     assert found == {"a.b": {"error", "info"}, "pipe.": {"warning"}, "c": {"info"}}
     assert docs_blocks.severity_of("pipe.normalizer", found) == {"warning"}
     assert docs_blocks.severity_of("other", found) == set()
+
+
+def test_the_readmes_test_command_is_the_one_ci_runs_and_contributing_names():
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+          if line.strip().startswith("sh install.sh")]
+    assert ci == ["sh install.sh --test && python3 -m pytest -q"]
+    quick_start = (ROOT / "README.md").read_text(encoding="utf-8").split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = [line.split("#")[0].strip() for line in quick_start.splitlines() if line.startswith("sh install.sh")]
+    assert commands == ["sh install.sh && vocabcheck demo", ci[0]]
+    assert f"`{ci[0]}`" in (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
