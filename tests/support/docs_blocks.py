@@ -22,6 +22,7 @@ import ast
 import enum
 import re
 import sys
+import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ def _annotation(param):
     descriptor = getattr(param, "type_descriptor", None)  # typer >= 0.2x keeps the annotation
     annotation = getattr(descriptor, "annotation", None)
     origin = typing.get_origin(annotation)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         annotation = next((a for a in typing.get_args(annotation) if a is not type(None)), annotation)
     return annotation
 
@@ -134,6 +135,11 @@ def _is_flag(param) -> bool:
     return bool(getattr(param, "is_flag", False)) or bool(getattr(param, "count", False))
 
 
+def _option_word(param) -> str:
+    word = shown_name(param) if _is_flag(param) else f"{shown_name(param)} {value_of(param)}"
+    return (word if param.required else f"[{word}]") + ("..." if param.multiple else "")
+
+
 def pieces(command) -> list[str]:
     """The synopsis of one command, word by word: its arguments, then its options in declaration order."""
     words = []
@@ -141,14 +147,8 @@ def pieces(command) -> list[str]:
         if param.param_type_name == "argument" and not getattr(param, "hidden", False):
             word = param.name.upper() + ("..." if param.nargs == -1 else "")
             words.append(word if param.required else f"[{word}]")
-    for param in command.params:
-        if param.param_type_name != "option" or getattr(param, "hidden", False):
-            continue
-        word = shown_name(param) if _is_flag(param) else f"{shown_name(param)} {value_of(param)}"
-        if not param.required:
-            word = f"[{word}]"
-        words.append(word + ("..." if param.multiple else ""))
-    return words
+    return words + [_option_word(param) for param in command.params
+                    if param.param_type_name == "option" and not getattr(param, "hidden", False)]
 
 
 def synopsis(name: str | None, group=None) -> str:
@@ -156,8 +156,7 @@ def synopsis(name: str | None, group=None) -> str:
     group = group or application()
     if name is None:
         head = "vocabcheck"
-        words = [f"[{shown_name(p)}]" if _is_flag(p) else f"[{shown_name(p)} {value_of(p)}]"
-                 for p in group.params if not getattr(p, "hidden", False)] + ["COMMAND", "[ARGS]..."]
+        words = [_option_word(p) for p in group.params if not getattr(p, "hidden", False)] + ["COMMAND", "[ARGS]..."]
     else:
         head = f"vocabcheck {name}"
         words = pieces(commands(group)[name])
@@ -199,22 +198,27 @@ def named(body: str) -> str | None:
     return None
 
 
-def usage_blocks(path: Path) -> Iterator[Block]:
-    """The usage blocks of one Markdown file."""
-    lines = path.read_text(encoding="utf-8").splitlines()
+def _fenced(lines: list[str]) -> Iterator[tuple[int, int]]:
+    """(opening line, closing line) of each usage fence; the closing line is len(lines) for a fence never closed."""
     index = 0
     while index < len(lines):
-        opening = _FENCE.match(lines[index])
+        opening = _FENCE.match(lines[index].rstrip("\r\n"))
         if not opening:
             index += 1
             continue
-        fence = opening.group("fence")
         end = index + 1
-        while end < len(lines) and lines[end].strip() != fence:
+        while end < len(lines) and lines[end].strip() != opening.group("fence"):
             end += 1
-        body = "\n".join(lines[index + 1:end])
-        yield Block(path, index + 2, named(body), body)
+        yield index, end
         index = end + 1
+
+
+def usage_blocks(path: Path) -> Iterator[Block]:
+    """The usage blocks of one Markdown file."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    for start, end in _fenced(lines):
+        body = "\n".join(lines[start + 1:end])
+        yield Block(path, start + 2, named(body), body)
 
 
 def problems(root: Path = ROOT, group=None, paths: typing.Iterable[Path] | None = None) -> list[str]:
@@ -239,26 +243,16 @@ def problems(root: Path = ROOT, group=None, paths: typing.Iterable[Path] | None 
 
 
 def rewrite_usage(text: str, names: typing.Iterable[str], group=None) -> str:
-    """The text with every usage block of a known command (or the top level) regenerated."""
+    """The text with every usage block of a known command (or the top level) regenerated; a block naming an unknown
+    command, or never closed, is left for the check to report."""
     group = group or application()
     names = set(names)
-    out, lines, index = [], text.splitlines(keepends=True), 0
-    while index < len(lines):
-        out.append(lines[index])
-        opening = _FENCE.match(lines[index].rstrip("\n"))
-        index += 1
-        if not opening:
-            continue
-        end = index
-        while end < len(lines) and lines[end].strip() != opening.group("fence"):
-            end += 1
-        command = named("".join(lines[index:end]))
-        if (command is not None and command not in names) or end == len(lines):
-            out.extend(lines[index:end])  # left for the check to report
-        else:
-            out.append(synopsis(command, group) + "\n")
-        index = end
-    return "".join(out)
+    lines = text.splitlines(keepends=True)
+    for start, end in reversed(list(_fenced(lines))):
+        command = named("".join(lines[start + 1:end]))
+        if end < len(lines) and (command is None or command in names):
+            lines[start + 1:end] = [synopsis(command, group) + "\n"]
+    return "".join(lines)
 
 
 # --- the findings table -----------------------------------------------------------------------------------------
