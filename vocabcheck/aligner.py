@@ -197,7 +197,7 @@ def plan(comparison: Comparison) -> AlignPlan:
     if any(r.added for r in resizes):
         added = max(r.added for r in resizes)
         notes.append(f"added {added:,} zero rows ({min(r.source_rows for r in resizes):,}–{t_out - 1:,}); each gives "
-                     "logit 0 in the draft (see \"Zero rows\" under align in the README)")
+                     "logit 0 in the draft (see \"Zero rows\" in docs/align.md)")
     if all(r.rows == r.source_rows for r in resizes):
         notes.append("the draft already has the target's rows: its tensors are copied unchanged")
     notes += _generation_note(draft, target)

@@ -165,7 +165,7 @@ def _pair(entry: Any, number: int, path: Path) -> PairSpec:
     for code in allow:
         if code not in CODES:
             raise InputError(f'{where}: unknown finding code {code!r} in "allow"{_did_you_mean(code, CODES)}; '
-                             "codes are listed in the README (Findings)", path)
+                             "codes are listed in docs/findings.md", path)
     if allow and not strict:
         raise InputError(f'{where}: "allow" only matters with strict = true (without it warnings never fail a '
                          "pair)", path)
