@@ -34,6 +34,8 @@ def bench(
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", min=2),
     prompts: Path = typer.Option(None, "--prompts", help="Prompt file (one per line, or JSONL); default: "
                                                          "function openings from Python's standard library."),
+    prompt_format: str = typer.Option(None, "--prompt-format", help="text or jsonl (default: jsonl for a .jsonl "
+                                                                    "--prompts file, text otherwise)."),
     warmup: int = typer.Option(1, "--warmup", min=0),
     repeat: int = typer.Option(3, "--repeat", min=1),
     compare_hf: bool = typer.Option(False, "--compare-hf", help="Also time transformers' assisted generation "
@@ -71,7 +73,7 @@ def bench(
     options = DecodeOptions(k=k, max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
     plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=options, warmup=warmup, repeat=repeat,
                      compare_hf=compare_hf)
-    texts = read_prompt_file(prompts) if prompts is not None else [Prompt(t) for t in default_prompts()]
+    texts = read_prompt_file(prompts, prompt_format) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
     session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None, methods=chosen,
                                        device=device, dtype=dtype, allow_incompatible=allow_incompatible,

@@ -16,6 +16,8 @@ def run(
     method: str = typer.Option("draft", "--method", help="draft, ngram (prompt lookup) or none (plain decoding)."),
     prompt: list[str] = typer.Option(None, "--prompt", help="A prompt; repeat for several."),
     prompt_file: Path = typer.Option(None, "--prompt-file", help="One prompt per line, or JSONL."),
+    prompt_format: str = typer.Option(None, "--prompt-format", help="text or jsonl (default: jsonl for a .jsonl "
+                                                                    "--prompt-file, text otherwise)."),
     chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
     k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Tokens to generate per prompt."),
@@ -49,7 +51,9 @@ def run(
         raise VocabcheckError("--method draft needs a DRAFT model (or use --method ngram / none)")
     prompts = [Prompt(p) for p in (prompt or [])]
     if prompt_file is not None:
-        prompts += read_prompt_file(prompt_file)
+        prompts += read_prompt_file(prompt_file, prompt_format)
+    elif prompt_format is not None:
+        _warn("--prompt-format does nothing without --prompt-file; ignored")
     if not prompts:
         raise VocabcheckError("give at least one --prompt or a --prompt-file")
 
