@@ -8,11 +8,13 @@ warped distribution exactly. Nothing else about the draft matters for correctnes
 often it is right.
 
 The draft keeps its context in its own tokenization, per row. A target token that is shared is fed as its draft
-id; any other (and any token that arrives while bytes are still waiting) is turned into bytes and re-encoded from
-the point where both tokenizations last agreed — the end of what the draft has already been fed — with the draft's
-own tokenizer; where that tokenizer would change the bytes (a SentencePiece tokenizer prepends a space to a
-fragment), the bytes are split greedily into the longest draft tokens instead. An incomplete UTF-8 sequence waits
-for the token that completes it. The draft's cache is never recomputed: rejected proposals are rolled back as in
+id; any other (and any token that completes a character whose first bytes are waiting) is turned into bytes and
+re-encoded from the point where both tokenizations last agreed — the end of what the draft has already been fed —
+with the draft's own tokenizer; where that tokenizer would change the bytes (a SentencePiece tokenizer prepends a
+space to a fragment), with its tokenization of the fragment after a line break, cut where the fragment begins, and
+failing that the bytes are split greedily into the longest draft tokens, ordinary tokens before ``<0xNN>`` byte
+tokens. An incomplete UTF-8 sequence waits for the token that completes it; one that the next token does not
+continue is fed byte for byte, so the draft always sees exactly the target's bytes. The draft's cache is never recomputed: rejected proposals are rolled back as in
 the same-tokenizer case, and a row with nothing new to feed re-feeds its last token.
 """
 
