@@ -125,7 +125,7 @@ def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
         reason = "; ".join(f"{CODES[f.code]} ({f.code})" for f in errors[:2])
         translation = diff.translation  # ids that differ, and nothing else wrong: a translated draft can still run
         if (translation is not None and translation.translatable and translation.shared_tokens
-                and all(f.code.startswith("vocab.") for f in errors)):
+                and not translation_blockers(errors)):
             reason += f"; the pair can run translated through {translation.shared_tokens:,} shared tokens"
     elif target.fingerprint == draft.fingerprint and same_rows:
         verdict = Verdict.IDENTICAL
@@ -142,6 +142,12 @@ def judge(target: ModelProfile, draft: ModelProfile, *, probe: bool = True,
         reason = "; ".join(parts)
     return Comparison(target=target, draft=draft, verdict=verdict, reason=reason, findings=diff.findings,
                       alignment=alignment, vocab=diff.vocab, diff=diff)
+
+
+def translation_blockers(findings: Sequence[Finding]) -> tuple[Finding, ...]:
+    """The error findings that running through shared tokens cannot get around: every error but ids that mean
+    different things (``vocab.*``), e.g. a model whose tokenizer emits ids beyond its own rows, broken on its own."""
+    return tuple(f for f in findings if f.severity is Severity.ERROR and not f.code.startswith("vocab."))
 
 
 def alignment_of(target: ModelProfile, draft: ModelProfile, vocab: VocabMatch) -> Alignment:

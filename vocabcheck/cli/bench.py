@@ -34,6 +34,8 @@ def bench(
     max_new_tokens: MaxNewTokens = 64,
     prompts: Path = typer.Option(None, "--prompts", help="Prompt file (one per line, or JSONL); default: "
                                                          "function openings from Python's standard library."),
+    prompt_format: str = typer.Option(None, "--prompt-format", help="text or jsonl (default: jsonl for a .jsonl "
+                                                                    "--prompts file, text otherwise)."),
     warmup: int = typer.Option(1, "--warmup", parser=whole_number("--warmup", 0),
                                help="Untimed runs of every cell first."),
     repeat: int = typer.Option(3, "--repeat", parser=whole_number("--repeat", 1),
@@ -75,7 +77,7 @@ def bench(
     options = DecodeOptions(k=k, max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
     plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=options, warmup=warmup, repeat=repeat,
                      compare_hf=compare_hf)
-    texts = read_prompt_file(prompts) if prompts is not None else [Prompt(t) for t in default_prompts()]
+    texts = read_prompt_file(prompts, prompt_format) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
     with terminal.progress_line(err, "loading the models"):
         session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None,

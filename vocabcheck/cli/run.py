@@ -20,6 +20,8 @@ def run(
     method: str = typer.Option("draft", "--method", help="draft, ngram (prompt lookup) or none (plain decoding)."),
     prompt: list[str] = typer.Option(None, "--prompt", help="A prompt; repeat for several."),
     prompt_file: Path = typer.Option(None, "--prompt-file", help="One prompt per line, or JSONL."),
+    prompt_format: str = typer.Option(None, "--prompt-format", help="text or jsonl (default: jsonl for a .jsonl "
+                                                                    "--prompt-file, text otherwise)."),
     chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
     k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
     max_new_tokens: MaxNewTokens = 64,
@@ -50,10 +52,14 @@ def run(
         raise VocabcheckError("--method draft needs a DRAFT model (or use --method ngram / none)")
     prompts = [Prompt(p) for p in (prompt or [])]
     if prompt_file is not None:
-        prompts += read_prompt_file(prompt_file)
+        prompts += read_prompt_file(prompt_file, prompt_format)
+    elif prompt_format is not None:
+        _warn("--prompt-format does nothing without --prompt-file; ignored")
     if not prompts:
         raise VocabcheckError("give at least one --prompt or a --prompt-file")
 
+    for note in _unused_options(method, draft, translate) + _unused_knobs(options):
+        _warn(note)
     out = terminal.console()
     err = terminal.console(stderr=True)
     with terminal.progress_line(err, "comparing the pair and loading the models" if method == "draft" else
@@ -61,7 +67,8 @@ def run(
         session = start_session(RunRequest(target=target, draft=draft if method == "draft" else None,
                                            methods=(method,), device=device, dtype=dtype,
                                            allow_incompatible=allow_incompatible, translate=translate),
-                                on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c))
+                                on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c),
+                                on_warning=_warn)
     stream = (not json_out and len(prompts) == 1 and sys.stdout.isatty())
     printer = terminal.StreamPrinter(out, session.target_profile) if stream else None
     result = session.generate(prompts, options, chat=chat, batch_size=batch_size,
@@ -76,3 +83,35 @@ def run(
         terminal.print_metrics(out, session, result)
     if result.interrupted:  # Ctrl-C: what was generated so far is printed above
         raise typer.Exit(130)
+
+
+def _unused_options(method: str, draft: str | None, translate: bool) -> list[str]:
+    """What the command line asks for that ``--method`` does not use: warned about (one line each), never silently
+    dropped; the run goes on without it."""
+    if method == "draft":
+        return []
+    notes = [f"DRAFT {draft} is not used by --method {method}; ignored"] if draft else []
+    if translate:
+        notes.append(f"--translate does nothing with --method {method} (it translates a draft model's proposals); "
+                     "ignored")
+    return notes
+
+
+def _unused_knobs(options) -> list[str]:
+    """Tuning options given away from their defaults where they change nothing: the n-gram range outside --method
+    ngram, top-k and top-p in greedy decoding."""
+    from ..decode import DecodeOptions, Sampling
+
+    notes, default, unwarped = [], DecodeOptions(), Sampling()
+    if options.method != "ngram" and (options.ngram_min, options.ngram_max) != (default.ngram_min, default.ngram_max):
+        notes.append(f"--ngram-min/--ngram-max do nothing with --method {options.method}; ignored")
+    sampling = options.sampling
+    if sampling.greedy and (sampling.top_k, sampling.top_p) != (unwarped.top_k, unwarped.top_p):
+        notes.append("--top-k/--top-p do nothing in greedy decoding (--temperature 0); ignored")
+    return notes
+
+
+def _warn(text: str) -> None:
+    from ..render.text import printable
+
+    print(f"warning: {printable(' '.join(text.split()))}", file=sys.stderr)

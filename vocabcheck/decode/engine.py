@@ -27,7 +27,7 @@ from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
 from .plain import generate_plain
 from .proposers import DraftProposer, NgramProposer, Proposals
-from .sampling import draw, warp
+from .sampling import check_drawn, draw, warp
 from .state import KVState
 from .translate import TranslatingProposer, Translator
 from .verify import accept, emitted_tokens, verify
@@ -80,6 +80,7 @@ class Batch:
         return time.perf_counter() - self.start
 
     def emit(self, index: int, tokens: Sequence[int]) -> list[int]:
+        check_drawn(tokens)
         kept = self.rows[index].emit(tokens, self.eos, self.options.max_new_tokens)
         if kept and self.on_tokens is not None:
             self.on_tokens(index, kept)
@@ -151,6 +152,7 @@ def prefill(batch: Batch, prompts: Sequence[Sequence[int]]) -> None:
     sampling = batch.options.sampling
     first = logits.argmax(dim=-1) if sampling.greedy else draw(warp(logits, sampling), batch.generator)
     first_host = device_to_host(first)
+    check_drawn(first_host)
     if isinstance(batch.proposer, DraftProposer):
         batch.proposer.prefill(prompts, ids, real, first, first_host)
     batch.metrics.prefill_s = batch.metrics.ttft_s = at = batch.elapsed()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, UnsupportedModel, VocabcheckError
+from ..errors import BadOption, InputError, UnsupportedModel, VocabcheckError
 from ..profile import ModelProfile
 
 
@@ -87,45 +87,66 @@ def model_config(profile: ModelProfile):
 class Prompt:
     text: str | None
     messages: tuple[dict[str, Any], ...] | None = None
+    response: str | None = None  # a JSONL line's "response": the text a model is expected to answer with
 
 
-def read_prompt_file(path: Path) -> list[Prompt]:
-    """One prompt per line, or JSONL: each line a JSON string, or an object with "prompt"/"text" or "messages"."""
-    try:
-        lines = _lines(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise InputError("prompt file not found", path) from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"cannot read prompt file: {exc}", path) from exc
-    jsonl = path.suffix.lower() in (".jsonl", ".json") or all(
-        line.lstrip().startswith(("{", '"')) for line in lines if line.strip())
+PROMPT_FORMATS = ("text", "jsonl")
+
+
+def read_prompt_file(path: Path, prompt_format: str | None = None) -> list[Prompt]:
+    """The prompts of a file (rules in docs/prompts.md). ``prompt_format`` ``"text"``: one prompt per line;
+    ``"jsonl"``: each line a JSON string, or an object with "prompt"/"text" or "messages" and an optional string
+    "response". ``None`` decides by the name: JSONL for a ``.jsonl`` suffix, text otherwise (a ``.json`` file is
+    refused as ambiguous). Lines end at ``\n`` or ``\r\n`` only; blank lines are skipped."""
+    if prompt_format is not None and prompt_format not in PROMPT_FORMATS:
+        raise BadOption(f"--prompt-format must be one of {', '.join(PROMPT_FORMATS)}, not {prompt_format!r}")
+    suffix = path.suffix.lower()
+    if prompt_format is None and suffix == ".json":
+        raise InputError("a .json prompt file is ambiguous: give --prompt-format jsonl (one JSON value a line) or "
+                         "--prompt-format text", path)
+    jsonl = prompt_format == "jsonl" or (prompt_format is None and suffix == ".jsonl")
     prompts = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        if not jsonl:
-            prompts.append(Prompt(line))
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"line {number} is not JSON ({exc.msg})", path) from exc
-        if isinstance(value, str):
-            prompts.append(Prompt(value))
-        elif isinstance(value, dict) and isinstance(value.get("messages"), list):
-            prompts.append(Prompt(None, tuple(value["messages"])))
-        elif isinstance(value, dict) and isinstance(value.get("prompt", value.get("text")), str):
-            prompts.append(Prompt(value.get("prompt", value.get("text"))))
-        else:
-            raise InputError(f"line {number} needs a string, or an object with 'prompt', 'text' or 'messages'", path)
+    for number, line in enumerate(_lines(_prompt_text(path)), start=1):
+        if line.strip():
+            prompts.append(_jsonl_prompt(line, number, path) if jsonl else Prompt(line))
     if not prompts:
         raise InputError("prompt file holds no prompts", path)
     return prompts
 
 
+def _prompt_text(path: Path) -> str:
+    """The file's text, read as bytes so that no newline is translated (a lone ``\r`` stays inside its prompt);
+    a UTF-8 byte order mark at the start is dropped."""
+    try:
+        return path.read_bytes().decode("utf-8-sig")
+    except FileNotFoundError as exc:
+        raise InputError("prompt file not found", path) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read prompt file: {exc}", path) from exc
+
+
+def _jsonl_prompt(line: str, number: int, path: Path) -> Prompt:
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"line {number} is not JSON ({exc.msg})", path) from exc
+    if isinstance(value, str):
+        return Prompt(value)
+    if not isinstance(value, dict):
+        raise InputError(f"line {number} needs a string, or an object with 'prompt', 'text' or 'messages'", path)
+    response = value.get("response")
+    if response is not None and not isinstance(response, str):
+        raise InputError(f"line {number}: 'response' must be a string, not {json.dumps(response)[:40]}", path)
+    if isinstance(value.get("messages"), list):
+        return Prompt(None, tuple(value["messages"]), response)
+    if isinstance(value.get("prompt", value.get("text")), str):
+        return Prompt(value.get("prompt", value.get("text")), response=response)
+    raise InputError(f"line {number} needs a string, or an object with 'prompt', 'text' or 'messages'", path)
+
+
 def _lines(text: str) -> list[str]:
-    """Lines split at newline (and CRLF) only: U+2028, U+2029, form feed and the other characters that
-    ``str.splitlines`` also breaks at are text inside a prompt."""
+    """Lines split at newline (and CRLF) only: a lone carriage return, U+2028, U+2029, form feed and the other
+    characters that ``str.splitlines`` also breaks at are text inside a prompt."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -11,11 +11,12 @@ drawn from p. The output token then has distribution exactly p:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from ..errors import BadOption
+from ..errors import BadOption, UnsupportedModel
 
 
 @dataclass(frozen=True)
@@ -39,11 +40,23 @@ class Sampling:
         return self.temperature == 0.0
 
 
+# float32's range for the temperature the logits are divided by: every positive temperature below the smallest
+# subnormal (2**-149, the nearest to 0 that float32 holds) warps as that one, every one above float32's maximum as it.
+_FLOAT32_TEMPERATURES = (2.0 ** -149, torch.finfo(torch.float32).max)
+
+
 def warp(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
-    """Probabilities after temperature, top-k and top-p, over the last dimension (computed in float32)."""
+    """Probabilities after temperature, top-k and top-p, over the last dimension (computed in float32).
+
+    Below temperature 1 the logits are shifted by their maximum before the division, so no quotient can overflow to
+    +inf (which made softmax NaN): a temperature so small that every other logit's quotient underflows to -inf gives
+    the greedy limit, a point mass on the argmax (spread evenly over exact ties), never a NaN."""
     logits = logits.float()
     if sampling.temperature != 1.0:
-        logits = logits / sampling.temperature
+        low, high = _FLOAT32_TEMPERATURES
+        if sampling.temperature < 1.0:
+            logits = logits - logits.amax(dim=-1, keepdim=True)
+        logits = logits / min(max(sampling.temperature, low), high)
     if sampling.top_k and sampling.top_k < logits.shape[-1]:
         kth = torch.topk(logits, sampling.top_k, dim=-1).values[..., -1:]
         logits = logits.masked_fill(logits < kth, float("-inf"))
@@ -73,8 +86,26 @@ def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One token per row of a [..., V] probability tensor, by inverting its cumulative distribution (float64): the
     first i whose cumulative probability exceeds u · total, u uniform in [0, 1), so token i comes with probability
     p_i / sum(p) and a zero-probability token never. One uniform number per row and no host sync; on the CPU it is
-    about 30 times faster than ``torch.multinomial`` over a 152,064-row vocabulary."""
+    about 30 times faster than ``torch.multinomial`` over a 152,064-row vocabulary.
+
+    A row that is not a distribution (a NaN or an infinity anywhere, or no positive mass) has no token to give: its
+    pick is :data:`NO_TOKEN`, which no vocabulary has, so the step fails loudly (:func:`check_drawn`) instead of
+    emitting a made-up id."""
     cumulative = probs.double().cumsum(dim=-1)
+    total = cumulative[..., -1:]
     u = torch.rand((*probs.shape[:-1], 1), generator=generator, device=probs.device, dtype=torch.float64)
-    picked = torch.searchsorted(cumulative, u * cumulative[..., -1:], right=True)
-    return picked.squeeze(-1).clamp_(max=probs.shape[-1] - 1)
+    picked = torch.searchsorted(cumulative, u * total, right=True).clamp_(max=probs.shape[-1] - 1)
+    usable = torch.isfinite(total) & (total > 0)  # a NaN anywhere makes the total NaN
+    return torch.where(usable, picked, NO_TOKEN).squeeze(-1)
+
+
+NO_TOKEN = -1
+"""What :func:`draw` gives a row whose probabilities are not a distribution."""
+
+
+def check_drawn(tokens: Sequence[int]) -> None:
+    """Refuse to emit :data:`NO_TOKEN`: the probabilities it was drawn from were not finite (the model's logits held a
+    NaN or an infinity), and no token follows from them."""
+    if NO_TOKEN in tokens:
+        raise UnsupportedModel("the model's next-token probabilities are not finite (its logits hold a NaN or an "
+                               "infinity): no token can be drawn from them")

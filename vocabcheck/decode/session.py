@@ -3,13 +3,14 @@ for any number of prompts in batches. The CLI's `run` and the benchmark share it
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import RefusedPair
+from ..errors import InputError, RefusedPair
 from ..check import compare
 from ..profile import ModelProfile, profile_of
-from ..verdict import Comparison, Verdict
+from ..verdict import Comparison, Verdict, translation_blockers
 from .device import resolve_device, resolve_dtype
 from .engine import OnTokens, generate
 from .loading import Prompt, check_rollback, encode_prompts, load_model
@@ -108,15 +109,17 @@ class Session:
         return RunResult(sequences=tuple(results), metrics=metrics, interrupted=interrupted)
 
 
-def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None) -> Session:
-    """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models."""
+def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None,
+                  on_warning: Callable[[str], None] | None = None) -> Session:
+    """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models.
+    ``on_warning`` hears of an option that does nothing on this pair (default: :func:`warnings.warn`)."""
     draft_profile = comparison = translator = None
     if request.draft is None:
         target_profile = profile_of(request.target)
     else:
         comparison = compare(request.target, request.draft)
         target_profile, draft_profile = comparison.target, comparison.draft
-        translator = _translator(request, comparison, on_refusal)
+        translator = _translator(request, comparison, on_refusal, on_warning or _warn)
         if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
             why = ""  # where on_refusal shows the findings, the error line only says what to do
             if on_refusal is not None:
@@ -140,15 +143,28 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
                    draft_model=draft_model, eos_ids=target_profile.generation_eos, translator=translator)
 
 
-def _translator(request: RunRequest, comparison: Comparison, on_refusal) -> Translator | None:
-    """The translated draft where ``--translate`` asks for it and the tokenizers differ (an equivalent tokenizer
-    needs no translation: the alignment is exact); a pair without shared tokens is refused."""
+def _translator(request: RunRequest, comparison: Comparison, on_refusal, on_warning) -> Translator | None:
+    """The translated draft where ``--translate`` asks for it and ids differ in meaning. A compatible pair needs no
+    translation (its alignment is exact: a warning says so); a model broken on its own is refused whatever the
+    translation could do (one line, exit 2); a pair without shared tokens is refused."""
     translation = comparison.translation
-    if not request.translate or translation is None:
+    if not request.translate:
         return None
+    if translation is None or comparison.verdict is not Verdict.INCOMPATIBLE:
+        why = "the tokenizers are equivalent" if translation is None else "every id both models produce means the same"
+        on_warning(f"--translate does nothing on this pair ({comparison.verdict.value}): {why}; ignored")
+        return None
+    for finding in translation_blockers(comparison.findings):
+        side = finding.details.get("side")
+        raise InputError(f"refused: {finding.code}: {finding.message}; --translate cannot run a model broken on "
+                         "its own", where=request.target if side == "target" else request.draft)
     if not translation.translatable or not translation.shared_tokens:
         if on_refusal is not None:
             on_refusal(comparison)
         raise RefusedPair(f"refused: --translate cannot run this pair: "
                           f"{translation.reason or 'the tokenizers share no tokens'}")
     return Translator(translation, comparison.draft.source.tokenizer, comparison.target.tokenizer.tokens)
+
+
+def _warn(text: str) -> None:
+    warnings.warn(text, stacklevel=3)

@@ -8,17 +8,18 @@ warped distribution exactly. Nothing else about the draft matters for correctnes
 often it is right.
 
 The draft keeps its context in its own tokenization, per row. A target token that is shared is fed as its draft
-id; any other (and any token that arrives while bytes are still waiting) is turned into bytes and re-encoded from
-the point where both tokenizations last agreed — the end of what the draft has already been fed — with the draft's
-own tokenizer; where that tokenizer would change the bytes (a SentencePiece tokenizer prepends a space to a
-fragment), the bytes are split greedily into the longest draft tokens instead. An incomplete UTF-8 sequence waits
-for the token that completes it. The draft's cache is never recomputed: rejected proposals are rolled back as in
+id; any other (and any token that completes a character whose first bytes are waiting) is turned into bytes and
+re-encoded from the point where both tokenizations last agreed — the end of what the draft has already been fed —
+with the draft's own tokenizer; where that tokenizer would change the bytes (a SentencePiece tokenizer prepends a
+space to a fragment), with its tokenization of the fragment after a line break, cut where the fragment begins, and
+failing that the bytes are split greedily into the longest draft tokens, ordinary tokens before ``<0xNN>`` byte
+tokens. An incomplete UTF-8 sequence waits for the token that completes it; one that the next token does not
+continue is fed byte for byte, so the draft always sees exactly the target's bytes. The draft's cache is never recomputed: rejected proposals are rolled back as in
 the same-tokenizer case, and a row with nothing new to feed re-feeds its last token.
 """
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -75,12 +76,9 @@ class Translator:
         self.target_tokens = target_tokens
         self.tokenizer = draft_tokenizer
         self.draft_table = translation.intersection.draft.table
-        by_bytes: dict[bytes, int] = {}
-        for draft_id, value in enumerate(self.draft_table):
-            if value and value not in by_bytes:
-                by_bytes[value] = draft_id
-        self.by_bytes = by_bytes
-        self.longest = max((len(b) for b in by_bytes), default=1)
+        self.by_bytes = _draft_ids_by_bytes(self.draft_table, frozenset(self.direct.values()),
+                                            translation.intersection.draft.byte_fallback_ids)
+        self.longest = max((len(b) for b in self.by_bytes), default=1)
 
     def token_bytes(self, target_id: int) -> bytes:
         """What a target token stands for: its bytes, or an added token's content as UTF-8."""
@@ -94,13 +92,26 @@ class Translator:
         return not (0 <= target_id < len(self.target_table) and self.target_table[target_id] is not None)
 
     def encode(self, text: str) -> list[int]:
-        """``text`` as draft ids whose bytes are exactly the text's: the draft's tokenizer where it keeps them."""
+        """``text`` as draft ids whose bytes are exactly the text's: the draft's tokenizer where it keeps them; else
+        (a SentencePiece tokenizer prepends a space to a fragment) the draft's tokenization of the text after a line
+        break, cut where the text begins; else the greedy split."""
         data = text.encode("utf-8")
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
-        table = self.draft_table
-        if all(0 <= i < len(table) and table[i] is not None for i in ids) and b"".join(table[i] for i in ids) == data:
+        if self._bytes(ids) == data:
             return ids
-        return self.split(data)
+        ids = self.tokenizer.encode("\n" + text, add_special_tokens=False).ids
+        at, tail = 0, self._bytes(ids)
+        while tail is not None and len(tail) > len(data) and at < len(ids):  # drop the tokens of the line break
+            tail = tail[len(self.draft_table[ids[at]]):]
+            at += 1
+        return ids[at:] if tail == data else self.split(data)
+
+    def _bytes(self, ids: Sequence[int]) -> bytes | None:
+        """The bytes of draft ids, ``None`` when one has no bytes of its own (an added token)."""
+        table = self.draft_table
+        if not all(0 <= i < len(table) and table[i] is not None for i in ids):
+            return None
+        return b"".join(table[i] for i in ids)
 
     def split(self, data: bytes) -> list[int]:
         """Greedy longest-match of ``data`` over the draft's token bytes (bytes no draft token covers are skipped)."""
@@ -117,6 +128,22 @@ class Translator:
         return ids
 
 
+def _draft_ids_by_bytes(table: Sequence[bytes | None], shared: frozenset[int],
+                        byte_fallback: frozenset[int]) -> dict[bytes, int]:
+    """The draft id that re-encoding uses for each byte string: an ordinary token before a ``<0xNN>`` byte-fallback
+    token (``.`` is the draft's ``.``, not ``<0x2E>``: a draft never sees its byte tokens where its own tokenizer
+    writes the ordinary one), and among those the draft token a shared target token maps to (a target token's bytes
+    re-encode to exactly its one-to-one counterpart), then the lowest id."""
+    best: dict[bytes, tuple[bool, bool, int]] = {}
+    for draft_id, value in enumerate(table):
+        if not value:
+            continue
+        rank = (draft_id in byte_fallback, draft_id not in shared, draft_id)
+        if value not in best or rank < best[value]:
+            best[value] = rank
+    return {value: rank[-1] for value, rank in best.items()}
+
+
 @dataclass
 class RowContext:
     """One row's draft context: which target bytes still wait to be fed, and the draft id fed last. It counts, in the
@@ -124,8 +151,7 @@ class RowContext:
 
     translator: Translator
     metrics: RowMetrics
-    decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
-    waiting: bool = False  # bytes of an incomplete UTF-8 sequence are buffered in the decoder
+    held: bytearray = field(default_factory=bytearray)  # bytes of unshared target tokens inside a character, unfed
     last_fed: int = 0
 
     def count(self, emitted: Sequence[int]) -> None:
@@ -133,29 +159,47 @@ class RowContext:
         self.metrics.outside_shared += sum(token not in self.translator.direct for token in emitted)
 
     def feed(self, target_ids: Sequence[int]) -> list[int]:
-        """The draft ids that carry these target tokens, in order (none while a character is incomplete)."""
+        """The draft ids that carry these target tokens, in order. A shared token is fed as its one-to-one
+        counterpart; the bytes of any other are held until they end on a character boundary and then re-encoded,
+        with the tokens that complete the character (shared or not). Bytes held for a character that the next token
+        does not continue are fed byte for byte first: the draft always gets exactly the bytes the target emitted."""
         out: list[int] = []
-        text = []
         for target_id in target_ids:
             direct = self.translator.direct.get(target_id)
-            if direct is not None and not self.waiting and not text:
+            data = self.translator.token_bytes(target_id)
+            if self.held and _utf8_state(self.held + data) == "broken":
+                out += self._reencode()
+            if direct is not None and not self.held:
                 out.append(direct)
                 continue
-            piece = self.decoder.decode(self.translator.token_bytes(target_id))
-            text.append(piece)
-            self.waiting = bool(self.decoder.getstate()[0])
-            if not self.waiting and text:
-                out += self._reencode("".join(text))
-                text = []
-        if text and "".join(text):
-            out += self._reencode("".join(text))
+            self.held += data
+            if _utf8_state(self.held) != "open":
+                out += self._reencode()
         if out:
             self.last_fed = out[-1]
         return out
 
-    def _reencode(self, text: str) -> list[int]:
+    def _reencode(self) -> list[int]:
+        """The held bytes as draft ids: as text through :meth:`Translator.encode` where they are UTF-8, else split
+        byte for byte (so the draft is fed exactly the bytes the target emitted)."""
+        data = bytes(self.held)
+        self.held.clear()
         self.metrics.reencodings += 1
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return self.translator.split(data)
         return self.translator.encode(text)
+
+
+def _utf8_state(data: bytes) -> str:
+    """``"complete"`` UTF-8, ``"open"`` (UTF-8 cut inside its last character: the next bytes may complete it) or
+    ``"broken"``."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return "open" if exc.end == len(data) and exc.reason == "unexpected end of data" else "broken"
+    return "complete"
 
 
 class TranslatingProposer(DraftProposer):

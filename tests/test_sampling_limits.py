@@ -1,0 +1,67 @@
+"""Sampling at the edges of float32: a temperature so small (or so large) that dividing the logits by it overflows
+gives the limit distribution, never NaN; and ``draw`` never turns a distribution that is not one into a token id."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from vocabcheck.decode.sampling import NO_TOKEN, Sampling, check_drawn, draw, warp
+from vocabcheck.errors import UnsupportedModel
+
+
+@pytest.mark.parametrize("temperature", [1e-45, 1e-40, 1e-300, 5e-324])
+def test_a_vanishing_temperature_warps_to_the_greedy_point_mass(temperature):
+    logits = torch.tensor([[1.0, 3.5, -2.0, 3.4999, float("-inf")], [-40.0, -41.0, -39.5, -39.5, -60.0]])
+    p = warp(logits, Sampling(temperature=temperature))
+    assert torch.isfinite(p).all()
+    assert p[0].tolist() == [0.0, 1.0, 0.0, 0.0, 0.0]  # the argmax, by a margin far below float32's spacing at 1/t
+    assert p[1].tolist() == [0.0, 0.0, 0.5, 0.5, 0.0]  # an exact tie splits evenly
+    generator = torch.Generator().manual_seed(0)
+    assert draw(p[:1].expand(1000, 5), generator).unique().tolist() == [1]
+
+
+@pytest.mark.parametrize("sampling", [Sampling(temperature=1e-45, top_k=2), Sampling(temperature=1e-45, top_p=0.3)])
+def test_the_greedy_limit_survives_top_k_and_top_p(sampling):
+    p = warp(torch.tensor([[0.5, 2.0, 1.0]]), sampling)
+    assert p.tolist() == [[0.0, 1.0, 0.0]]
+
+
+def test_a_huge_temperature_is_uniform_over_the_rows_that_exist():
+    """Draft logits mapped onto the target's rows are -inf outside the shared ids; -inf / inf would be NaN."""
+    p = warp(torch.tensor([[5.0, float("-inf"), -3.0, 1e30]]), Sampling(temperature=1e300))
+    assert torch.isfinite(p).all()
+    assert p.tolist() == [[pytest.approx(1 / 3), 0.0, pytest.approx(1 / 3), pytest.approx(1 / 3)]]
+
+
+def test_draw_never_returns_an_id_from_a_distribution_that_is_not_one():
+    probs = torch.tensor([[0.2, float("nan"), 0.8],  # a NaN anywhere
+                          [float("nan")] * 3,
+                          [0.0, float("inf"), 0.0],
+                          [0.0, 0.0, 0.0],  # no mass at all
+                          [0.0, 0.0, 1.0]])  # the one real distribution, last row: the old clamp's answer
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(50):
+        picks = draw(probs, generator).tolist()
+        assert picks == [NO_TOKEN] * 4 + [2]
+    with pytest.raises(UnsupportedModel, match="not finite"):
+        check_drawn([5, NO_TOKEN])
+    check_drawn([0, 5])
+
+
+def test_run_at_a_vanishing_temperature_emits_the_greedy_tokens(cli, qwen_pair):
+    """Before: every token was the last vocabulary id (151935), exit 0."""
+    target, draft = qwen_pair
+    outputs = {}
+    for temperature in ("0", "1e-45"):
+        for method in ("draft", "none"):
+            argv = ["run", target] + ([draft] if method == "draft" else []) + [
+                "--method", method, "--prompt", "Speculative decoding is", "--max-new-tokens", 8, "--json",
+                "--temperature", temperature]
+            code, out, err = cli(*argv)
+            assert code == 0, err
+            outputs[temperature, method] = json.loads(out)["sequences"][0]["token_ids"]
+    assert len(set(map(tuple, outputs.values()))) == 1, outputs
+    assert outputs["0", "none"][-1] != 151935
