@@ -51,6 +51,11 @@ class UnsupportedModel(VocabcheckError):
     """A model that vocabcheck will not read (custom tokenizer code, an unknown format)."""
 
 
+class ModelFailure(VocabcheckError):
+    """transformers raised inside a model's own code while running it (its ``generate`` or forward): the model's
+    failure, not vocabcheck's: one line, exit code 2."""
+
+
 class RemoteError(VocabcheckError):
     """The hub could not be reached or refused the request (offline, gated, missing revision, server error)."""
 
