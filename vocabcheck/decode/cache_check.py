@@ -94,7 +94,7 @@ def _first_failure(model, device, layout, rows, references, differs: Callable) -
 
     a, b = rows
     ref_a, ref_b = references
-    state = KVState(model, 2, device, layout)
+    state = KVState(model, 2, device, layout, fast_head=False)  # the cache is checked, not the head's kernel
     ids = torch.tensor([a[:6], [0, 0, 0] + b[:3]], device=device)
     real = torch.tensor([[True] * 6, [False] * 3 + [True] * 3], device=device)
     steps = [
