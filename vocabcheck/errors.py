@@ -71,6 +71,12 @@ class RefusedPair(VocabcheckError):
     exit_code = 1
 
 
+def exception_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: the first line of its message`` (clipped to ``limit``): a third-party exception in one of our lines."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:limit]}" if lines else type(exc).__name__
+
+
 def library_failure(exc: BaseException) -> bool:
     """Whether ``exc``, raised by a third-party library while it reads a user's file, means "this file cannot be
     used": any ``Exception``, or a Rust panic inside an extension such as `tokenizers` (PyO3 raises

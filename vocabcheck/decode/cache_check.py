@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..errors import UnsupportedModel, VocabcheckError
+from ..errors import UnsupportedModel, VocabcheckError, exception_line
 from .layout import AttentionLayout, rollback_problem
 
 # largest difference that still counts as equal, per position: the root mean square over the vocabulary of
@@ -70,7 +70,7 @@ def cache_problem(model, layout: AttentionLayout | None = None) -> str | None:
         with torch.inference_mode():
             references = [_one_forward(model, row, device) for row in (a, b)]
     except Exception as exc:  # the model's own code, on its own: nothing of vocabcheck's ran yet
-        return f"{name}: its own forward over {len(a)} tokens fails ({_first_line(exc)})"
+        return f"{name}: its own forward over {len(a)} tokens fails ({exception_line(exc, 200)})"
     dtype = next(model.parameters()).dtype
     tolerance = TOLERANCE.get(dtype, TOLERANCE[torch.float32])
     scale = max(float(references[0].std()), 1e-6)
@@ -81,7 +81,7 @@ def cache_problem(model, layout: AttentionLayout | None = None) -> str | None:
     except VocabcheckError as exc:
         return exc.problem
     except Exception as exc:  # raised inside the model's code, given vocabcheck's cache and masks
-        return f"{name}: its forward with vocabcheck's KV cache fails ({_first_line(exc)})"
+        return f"{name}: its forward with vocabcheck's KV cache fails ({exception_line(exc, 200)})"
     if failed is None:
         return None
     step, error = failed
@@ -154,11 +154,6 @@ def _embedding_rows(model) -> int:
     """Token ids the model embeds: the input embedding's rows (config.vocab_size where it has none)."""
     rows = getattr(model.get_input_embeddings(), "num_embeddings", None)
     return int(rows or model.config.get_text_config().vocab_size)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:200]}" if text else type(exc).__name__
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
-from ..errors import ModelFailure
+from ..errors import ModelFailure, exception_line
 from .metrics import Metrics, RowMetrics
 from .options import DecodeOptions
 from .result import GeneratedSequence, Generation
@@ -74,7 +74,7 @@ def generate_plain(model, prompts: Sequence[Sequence[int]], options: DecodeOptio
             if exc is streamer.caller_failure:
                 raise
             raise ModelFailure(f"transformers cannot run this model ({getattr(model.config, 'model_type', '?')}): "
-                               f"{type(exc).__name__}: {_first_line(exc)}") from exc
+                               f"{exception_line(exc)}") from exc
         tokens = tuple(out[0, len(prompt):].tolist())
         finish = "eos" if tokens and tokens[-1] in eos else "length"
         sequences.append(GeneratedSequence(tuple(prompt), tokens, finish))
@@ -93,8 +93,3 @@ def _generation_config(options: DecodeOptions, eos: list[int]):
                                           "top_p": sampling.top_p}
     return GenerationConfig(max_new_tokens=options.max_new_tokens, do_sample=not sampling.greedy,
                             eos_token_id=eos or None, pad_token_id=eos[0] if eos else 0, **warping)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0][:300] if lines else "(no message)"
