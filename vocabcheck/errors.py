@@ -53,6 +53,11 @@ class UnsupportedModel(VocabcheckError):
     """A model that vocabcheck will not read (custom tokenizer code, an unknown format)."""
 
 
+class ModelFailure(VocabcheckError):
+    """transformers raised inside a model's own code while running it (its ``generate`` or forward): the model's
+    failure, not vocabcheck's: one line, exit code 2."""
+
+
 class RemoteError(VocabcheckError):
     """The hub could not be reached or refused the request (offline, gated, missing revision, server error)."""
 
@@ -66,6 +71,12 @@ class RefusedPair(VocabcheckError):
     """A pair that a command refuses to work on because its verdict is incompatible (exit code 1)."""
 
     exit_code = 1
+
+
+def exception_line(exc: BaseException, limit: int = 300) -> str:
+    """``Type: the first line of its message`` (clipped to ``limit``): a third-party exception in one of our lines."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:limit]}" if lines else type(exc).__name__
 
 
 def library_failure(exc: BaseException) -> bool:

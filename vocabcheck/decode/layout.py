@@ -6,7 +6,10 @@ each layer's attention pattern through the mask it builds itself, from every cac
 
 - a full-attention layer lets a query at position p see every real slot at a position <= p;
 - a sliding-window layer of width w lets it see the real slots at positions p - w < position <= p (transformers'
-  own rule, ``kv_idx > q_idx - sliding_window``).
+  own rule, ``kv_idx > q_idx - sliding_window``);
+- a chunked-attention layer of chunk c (Llama 4) lets it see the real slots at positions <= p in p's chunk,
+  position // c == p // c (transformers' ``chunked_overlay``; its cache treats the chunk as a window, which it is
+  not).
 
 Counting positions rather than slots is what keeps a batch lossless: a row's verify chunk is left-padded to the
 batch's widest row, and rows that reject different numbers of proposals keep the rejected slots as masked holes, so
@@ -27,19 +30,22 @@ import torch
 
 from ..errors import UnsupportedModel
 
-FULL, SLIDING = "full_attention", "sliding_attention"
+FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
 
 
 @dataclass(frozen=True)
 class AttentionLayout:
-    """The attention type of each layer, and the sliding window (in positions) of the sliding layers."""
+    """The attention type of each layer, the sliding window (in positions) of the sliding layers and the chunk of
+    the chunked ones."""
 
     layer_types: tuple[str, ...]
     window: int | None
+    chunk: int | None = None
 
     @property
     def sliding(self) -> bool:
-        return SLIDING in self.layer_types
+        """Some layer sees less than every earlier position (a window or a chunk): the mask is always needed."""
+        return SLIDING in self.layer_types or CHUNKED in self.layer_types
 
     @property
     def mixed(self) -> bool:
@@ -49,17 +55,19 @@ class AttentionLayout:
         """Additive attention masks for the last ``queries`` slots: [B, 1, queries, S] (0 where a query may attend,
         the dtype's minimum elsewhere). One tensor where every layer has the same type, else one per type (the
         form transformers' models with mixed layers take)."""
-        full = _allowed(slot_pos, slot_real, queries, None)
-        masks = {FULL: full}
-        if self.sliding:
-            masks[SLIDING] = _allowed(slot_pos, slot_real, queries, self.window)
+        masks = {FULL: _allowed(slot_pos, slot_real, queries)}
+        if SLIDING in self.layer_types:
+            masks[SLIDING] = _allowed(slot_pos, slot_real, queries, window=self.window)
+        if CHUNKED in self.layer_types:
+            masks[CHUNKED] = _allowed(slot_pos, slot_real, queries, chunk=self.chunk)
         additive = {kind: _additive(allowed, dtype) for kind, allowed in masks.items()}
         if not self.mixed:
             return additive[self.layer_types[0]]
         return additive
 
 
-def _allowed(slot_pos: torch.Tensor, slot_real: torch.Tensor, queries: int, window: int | None) -> torch.Tensor:
+def _allowed(slot_pos: torch.Tensor, slot_real: torch.Tensor, queries: int, *, window: int | None = None,
+             chunk: int | None = None) -> torch.Tensor:
     """[B, queries, S] booleans: real slots at positions the query may see. A padding query sees itself only, so
     that no row of the softmax is empty."""
     query_pos = slot_pos[:, -queries:, None]  # [B, q, 1]
@@ -67,6 +75,8 @@ def _allowed(slot_pos: torch.Tensor, slot_real: torch.Tensor, queries: int, wind
     allowed = slot_real[:, None, :] & (keys <= query_pos)
     if window is not None:
         allowed &= keys > query_pos - window
+    if chunk is not None:
+        allowed &= torch.div(keys, chunk, rounding_mode="floor") == torch.div(query_pos, chunk, rounding_mode="floor")
     slots = slot_pos.shape[1]
     own = torch.arange(slots, device=slot_pos.device)[None, :] == \
         torch.arange(slots - queries, slots, device=slot_pos.device)[:, None]  # [q, S]
@@ -110,17 +120,29 @@ def rollback_problem(config, model_class: type | None = None) -> str | None:
     if odd:
         return (f"{name} has cache layers that cannot be rolled back to drop rejected proposals ({', '.join(odd)}); "
                 f"{consequence}")
-    windows = {layer.sliding_window for layer in layers if isinstance(layer, DynamicSlidingWindowLayer)}
-    if len(windows) > 1:
-        return f"{name} has sliding-window layers of different widths ({sorted(windows)}); vocabcheck masks one width"
+    for kind, word in ((SLIDING, "sliding-window layers of different widths"), (CHUNKED, "chunks of different sizes")):
+        widths = {width for width, of in _limited(config, layers) if of == kind}
+        if len(widths) > 1:
+            return f"{name} has {word} ({sorted(widths)}); vocabcheck masks one width of each kind"
     assert all(isinstance(layer, DynamicLayer) for layer in layers)
     return None
+
+
+def _limited(config, layers) -> list[tuple[int, str]]:
+    """(width, kind) of every cache layer that sees less than the whole context: transformers gives chunked layers
+    its sliding-window cache class, with the chunk as the window; the config's layer types tell them apart."""
+    from transformers.cache_utils import DynamicSlidingWindowLayer
+
+    named = getattr(config.get_text_config(), "layer_types", None) or ()
+    return [(layer.sliding_window, CHUNKED if i < len(named) and named[i] == CHUNKED else SLIDING)
+            for i, layer in enumerate(layers) if isinstance(layer, DynamicSlidingWindowLayer)]
 
 
 def _layout(config) -> AttentionLayout:
     from transformers.cache_utils import DynamicCache, DynamicSlidingWindowLayer
 
     layers = DynamicCache(config=config).layers
-    types = tuple(SLIDING if isinstance(layer, DynamicSlidingWindowLayer) else FULL for layer in layers)
-    windows = [layer.sliding_window for layer in layers if isinstance(layer, DynamicSlidingWindowLayer)]
-    return AttentionLayout(layer_types=types, window=windows[0] if windows else None)
+    limited = iter(_limited(config, layers))
+    types = tuple(next(limited)[1] if isinstance(layer, DynamicSlidingWindowLayer) else FULL for layer in layers)
+    widths = {kind: width for width, kind in _limited(config, layers)}
+    return AttentionLayout(layer_types=types, window=widths.get(SLIDING), chunk=widths.get(CHUNKED))

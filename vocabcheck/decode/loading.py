@@ -69,15 +69,18 @@ def check_rollback(profile: ModelProfile) -> None:
 
 def model_config(profile: ModelProfile):
     """The transformers config of a model from its config.json (already read by the profile), or None without one
-    or where transformers does not know its model type (loading the model then says so)."""
+    or where transformers does not know its model type (loading the model then says so). Read as ``from_pretrained``
+    reads the file: floats JSON cannot hold (``{"__float__": "Infinity"}``, Mamba2's ``time_step_limit``) decoded."""
     from transformers import CONFIG_MAPPING
 
     data = dict(profile.source.config or {})
     model_type = data.get("model_type")
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
         return None
+    config_class = CONFIG_MAPPING[model_type]
+    decode_floats = getattr(config_class, "_decode_special_floats", None)  # what _dict_from_json_file applies
     try:
-        return CONFIG_MAPPING[model_type].from_dict(data)
+        return config_class.from_dict(decode_floats(data) if decode_floats else data)
     except Exception as exc:  # transformers validates field types with several exception classes
         raise InputError(f"transformers cannot read this config: {str(exc).strip().splitlines()[0][:300]}",
                          profile.provenance.get("config", profile.location)) from exc

@@ -1,7 +1,12 @@
 """Plain decoding of a model the speculative engine cannot drive: recurrent and hybrid models (Mamba, linear
 attention) keep state in their own cache classes, which cannot be rolled back and take other arguments. They run
 through transformers' own ``generate``, one prompt at a time (no padding enters a recurrent state), with the same
-options, eos handling, streaming and metrics as the engine's plain decoding."""
+options, eos handling, streaming and metrics as the engine's plain decoding: each token after the first counts as
+one verification that proposed nothing, so ``generated = first tokens + verifications + accepted`` holds here too.
+
+An exception raised inside ``generate`` is the model's (transformers' code running it), reported as one line
+(:class:`vocabcheck.errors.ModelFailure`, exit code 2); one raised by the caller's own ``on_tokens`` passes
+through unchanged."""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from collections.abc import Sequence
 
 import torch
 
+from ..errors import ModelFailure, exception_line
 from .metrics import Metrics, RowMetrics
 from .options import DecodeOptions
 from .result import GeneratedSequence, Generation
@@ -21,6 +27,7 @@ class _Streamer:
     def __init__(self, row: int, metrics: RowMetrics, start: float, on_tokens):
         self.row, self.metrics, self.start, self.on_tokens = row, metrics, start, on_tokens
         self.prompt_seen = False
+        self.caller_failure: BaseException | None = None  # raised by on_tokens: the caller's, not the model's
 
     def put(self, value: torch.Tensor) -> None:
         if not self.prompt_seen:
@@ -28,14 +35,17 @@ class _Streamer:
             return
         tokens = value.reshape(-1).tolist()
         at = time.perf_counter() - self.start
-        if self.metrics.generated == 0:
-            self.metrics.record_first(at)
-            self.metrics.generated = len(tokens)
-        else:
-            self.metrics.generated += len(tokens)
-            self.metrics.last_at = at
+        for _ in tokens:
+            if self.metrics.generated == 0:
+                self.metrics.record_first(at)
+            else:
+                self.metrics.record_step(0, 0, 1, at)  # one forward, nothing proposed: a verification of nothing
         if self.on_tokens is not None:
-            self.on_tokens(self.row, tokens)
+            try:
+                self.on_tokens(self.row, tokens)
+            except BaseException as exc:
+                self.caller_failure = exc
+                raise
 
     def end(self) -> None:
         pass
@@ -60,10 +70,16 @@ def generate_plain(model, prompts: Sequence[Sequence[int]], options: DecodeOptio
         except KeyboardInterrupt:
             interrupted = True
             break
+        except Exception as exc:
+            if exc is streamer.caller_failure:
+                raise
+            raise ModelFailure(f"transformers cannot run this model ({getattr(model.config, 'model_type', '?')}): "
+                               f"{exception_line(exc)}") from exc
         tokens = tuple(out[0, len(prompt):].tolist())
         finish = "eos" if tokens and tokens[-1] in eos else "length"
         sequences.append(GeneratedSequence(tuple(prompt), tokens, finish))
     metrics.total_s = time.perf_counter() - start
+    metrics.verify_passes = metrics.steps  # one forward per token after the first
     metrics.ttft_s = metrics.prefill_s = metrics.rows[0].first_at if metrics.rows else 0.0
     return Generation(sequences=tuple(sequences), metrics=metrics, interrupted=interrupted)
 

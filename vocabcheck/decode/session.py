@@ -11,11 +11,13 @@ from ..errors import InputError, RefusedPair
 from ..check import compare
 from ..profile import ModelProfile, profile_of
 from ..verdict import Comparison, Verdict, translation_blockers
+from .cache_check import check_models
 from .device import resolve_device, resolve_dtype
 from .engine import OnTokens, generate
 from .loading import Prompt, check_rollback, encode_prompts, load_model
 from .metrics import Metrics
 from .options import METHODS, DecodeOptions
+from .plain import generate_plain
 from .result import Generation
 from .translate import Translator
 
@@ -62,6 +64,7 @@ class Session:
     draft_model: object | None
     eos_ids: tuple[int, ...] = field(default=())
     translator: Translator | None = None  # set where the draft runs translated (its tokenizer differs)
+    plain_problem: str | None = None  # the target failed the cache check: plain decoding runs through transformers
 
     def encode(self, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
         return encode_prompts(self.target_profile, prompts, chat)
@@ -70,6 +73,8 @@ class Session:
                      on_tokens: OnTokens | None = None) -> Generation:
         if options.method not in self.request.methods:
             raise ValueError(f"this session was started for {', '.join(self.request.methods)}, not {options.method}")
+        if options.method == "none" and self.plain_problem is not None:
+            return generate_plain(self.target_model, prompt_ids, options, self.eos_ids, on_tokens)
         use_draft = options.method == "draft"
         translated = use_draft and self.translator is not None
         return generate(self.target_model, prompt_ids, options, draft=self.draft_model if use_draft else None,
@@ -111,8 +116,9 @@ class Session:
 
 def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None,
                   on_warning: Callable[[str], None] | None = None) -> Session:
-    """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models.
-    ``on_warning`` hears of an option that does nothing on this pair (default: :func:`warnings.warn`)."""
+    """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models and check
+    their caches' behaviour on a few tokens (:mod:`vocabcheck.decode.cache_check`). ``on_warning`` hears of an
+    option that does nothing on this pair (default: :func:`warnings.warn`)."""
     draft_profile = comparison = translator = None
     if request.draft is None:
         target_profile = profile_of(request.target)
@@ -138,9 +144,12 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
     dtype = resolve_dtype(request.dtype, device)
     target_model = load_model(target_profile, device, dtype)
     draft_model = load_model(draft_profile, device, dtype) if draft_profile is not None else None
+    plain_problem = check_models(request.methods, target_model, draft_model, target_profile.location,
+                                 draft_profile.location if draft_profile is not None else None)
     return Session(request=request, target_profile=target_profile, draft_profile=draft_profile,
                    comparison=comparison, device=device, dtype=dtype, target_model=target_model,
-                   draft_model=draft_model, eos_ids=target_profile.generation_eos, translator=translator)
+                   draft_model=draft_model, eos_ids=target_profile.generation_eos, translator=translator,
+                   plain_problem=plain_problem)
 
 
 def _translator(request: RunRequest, comparison: Comparison, on_refusal, on_warning) -> Translator | None:

@@ -24,7 +24,10 @@ from .layout import AttentionLayout, attention_layout
 
 
 class KVState:
-    def __init__(self, model, batch: int, device: torch.device, layout: AttentionLayout | None = None):
+    def __init__(self, model, batch: int, device: torch.device, layout: AttentionLayout | None = None,
+                 fast_head: bool = True):
+        """``fast_head=False`` keeps the model's own output head on the CPU too (the cache check: choosing the
+        fastest head kernel times each new row count, which costs more than the check's forwards)."""
         from transformers import DynamicCache
 
         _use_maskable_attention(model)
@@ -36,7 +39,7 @@ class KVState:
         self.length = torch.zeros(batch, dtype=torch.long, device=device)  # real tokens per row = next position
         self.ragged = False  # some slot is padding or a hole (known on the host: the host decides every padding)
         self.dtype = next(model.parameters()).dtype
-        self.head = cpu_head(model)
+        self.head = cpu_head(model) if fast_head else None
         self.decoder = model.get_decoder() if self.head is not None else None  # hidden states, for self.head
 
     @property
