@@ -97,7 +97,7 @@ def bench(
     elif measured:
         bench_report.print_bench(terminal.console(), result)
     if result.interrupted:  # Ctrl-C: one line; the cells measured so far are printed above
-        err.print(bench_report.interrupted_line(result, report=report if measured else None))
+        err.print(bench_report.interrupted_line(result, report=report if measured else None), soft_wrap=True)
         raise typer.Exit(130)
     raise typer.Exit(0 if result.lossless else 1)
 

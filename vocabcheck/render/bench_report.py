@@ -62,7 +62,7 @@ def _title(result: BenchResult) -> str:
 def _partial(result: BenchResult) -> str:
     measured = len(result.rows) + len(result.hf_rows)
     return (f"interrupted during repeat {result.repeats_done + 1} of {result.plan.repeat}; {measured} of "
-            f"{result.cells_planned} cells measured, over {result.repeats_done or 1} repeat(s)")
+            f"{result.cells_planned} cells measured")
 
 
 def summary_table(result: BenchResult) -> Table:
@@ -125,7 +125,7 @@ def interrupted_line(result: BenchResult, report: Path | None) -> Text:
     if not (result.rows or result.hf_rows):
         return Text("interrupted before any cell was measured; no report written", style="bold yellow")
     where = f"; the report in {report} says it is partial" if report is not None else ""
-    return Text(f"interrupted: {_partial(result)}{where}", style="bold yellow")
+    return Text(f"{_partial(result)}{where}", style="bold yellow")
 
 
 def row_document(row: Row) -> dict[str, Any]:
