@@ -40,7 +40,7 @@ def run_once(argv: list[str]) -> tuple[float, float, int]:
         raise SystemExit(f"cold_run: exit {done.returncode} from vocabcheck {shlex.join(argv)}: "
                          f"{done.stderr.strip()[-600:]}")
     metrics = json.loads(done.stdout)["metrics"]
-    return metrics["tokens_per_s"], wall, metrics["generated"]
+    return metrics["tokens_per_s"], wall, metrics["generated_tokens"]
 
 
 def accepts_auto(target: str) -> bool:
