@@ -167,3 +167,23 @@ def test_demo_tells_the_whole_story_at_a_tiny_size(capsys, monkeypatch, tmp_path
     assert recipe["target"]["rows"] == 152064 and recipe["draft"]["rows"] == 151936
     index = json.loads((built.target / "model.safetensors.index.json").read_text())
     assert len(set(index["weight_map"].values())) >= 2  # the target is sharded
+
+
+def test_phases_untimed_in_the_measured_runs_come_from_a_separate_timing_pass(qwen_pair):
+    """Where the engine does not time phases (CUDA by default: it would cost a device sync per phase), the measured
+    runs stay as `run` does them, and one timing pass per cell after the repeats gives the verification cost."""
+    from vocabcheck.bench import BenchPlan, run_bench
+    from vocabcheck.decode import DecodeOptions
+    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.session import RunRequest, start_session
+
+    target, _ = qwen_pair
+    session = start_session(RunRequest(target=str(target), draft=None, methods=("none", "ngram"), device="cpu"))
+    ids = session.encode([Prompt(p) for p in PROMPTS[:2]], chat=False)
+    plan = BenchPlan(batch_sizes=(1,), methods=("none", "ngram"), ks=(2,), warmup=0, repeat=1,
+                     options=DecodeOptions(max_new_tokens=4, time_phases=False))
+    seen: list[str] = []
+    result = run_bench(session, ids, plan, progress=seen.append)
+    assert seen == ["repeat 1/1: none, batch 1", "repeat 1/1: ngram, batch 1, k=2", "timing pass: none, batch 1",
+                    "timing pass: ngram, batch 1, k=2"]
+    assert result.row("ngram", 1, 2).verify_cost is not None and result.row("ngram", 1, 2).verify_cost > 0
