@@ -14,6 +14,12 @@ matters. It writes a report directory (by default reports/gpu/):
    Qwen2.5-0.5B-shaped draft. Random weights make the draft's acceptance low: the figures show the engine's cost
    on real shapes, not a trained pair's speedup.
 
+Each part has a deadline (``--part-deadline``, and what is left of ``--deadline`` for the whole run): a part that
+runs past it is stopped and reported as timed out, the next part runs, and the report is rewritten after every part,
+so one stuck part still leaves a report. The pytest child runs under the same deadline (its process group is killed
+when it passes). The benchmark part times draft and target phases only where that is free (the CPU); on CUDA its
+phase split comes from a separate timing pass, so the measured TPOT is what ``vocabcheck run`` does.
+
 Run from a clean checkout after the README's install:
 
     python benchmarks/gpu_check.py --out reports/gpu
@@ -26,11 +32,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--tiny", action="store_true", help="toy sizes (a check of the script itself)")
     parser.add_argument("--skip-tests", action="store_true", help="do not run pytest -m gpu")
+    parser.add_argument("--deadline", type=float, default=720.0, help="seconds for the whole run (default 720)")
+    parser.add_argument("--part-deadline", type=float, default=300.0, help="seconds for one part (default 300)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -67,30 +78,90 @@ def main(argv: list[str] | None = None) -> int:
               "script itself", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    report = {"machine": machine(device), "command": "python benchmarks/gpu_check.py " + " ".join(argv or sys.argv[1:])}
-    report["tests"] = None if args.skip_tests else timed("gpu tests", gpu_tests, args.out)
+    clock = Deadlines(time.monotonic() + args.deadline, args.part_deadline)
+    report = {"machine": machine(device), "command": "python benchmarks/gpu_check.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]), "parts": {}, "tests": None, "lossless_float32": None,
+        "bfloat16_match": None, "bench": None, "seconds": 0.0}
+
+    def part(key: str, what: str, function, *part_args, **kwargs):
+        report[key] = clock.run(report["parts"], what, function, *part_args, **kwargs)
+        report["seconds"] = round(time.monotonic() - clock.started, 1)
+        write(args.out, report)
+        return report[key]
+
+    if not args.skip_tests:
+        part("tests", "gpu tests", gpu_tests, args.out, clock)
     ks = (4,) if args.tiny else (1, 4, 8)
-    report["lossless_float32"] = timed("float32 losslessness", lossless_checks, device, ks=ks)
+    part("lossless_float32", "float32 losslessness", lossless_checks, device, ks=ks)
     with tempfile.TemporaryDirectory() as scratch:
-        session = timed("Qwen2.5-shaped pair", qwen_shaped_session, Path(scratch), device, tiny=args.tiny)
-        report["bfloat16_match"] = timed("bfloat16 match", bf16_match, session, tiny=args.tiny)
-        report["bench"] = timed("bench", bench, session, args.out, tiny=args.tiny, command=report["command"])
-    report["seconds"] = round(time.perf_counter() - started, 1)
-    (args.out / "gpu-check.json").write_text(json.dumps(report, indent=2) + "\n")
-    (args.out / "gpu-check.md").write_text(markdown(report))
-    ok = all(case["lossless"] for case in report["lossless_float32"]) and (
+        session = clock.run(report["parts"], "Qwen2.5-shaped pair", qwen_shaped_session, Path(scratch), device,
+                            tiny=args.tiny)
+        if session is not None:
+            part("bfloat16_match", "bfloat16 match", bf16_match, session, tiny=args.tiny)
+            part("bench", "bench", bench, session, args.out, tiny=args.tiny, command=report["command"])
+    write(args.out, report)
+    complete = all(p["status"] == "ok" for p in report["parts"].values())
+    ok = complete and all(case["lossless"] for case in report["lossless_float32"] or []) and (
         report["tests"] is None or report["tests"]["exit_code"] == 0)
     print(f"gpu_check: {'ok' if ok else 'FAILED'} in {report['seconds']} s; report in {args.out}")
     return 0 if ok else 1
 
 
-def timed(what: str, function, *args, **kwargs):
-    start = time.perf_counter()
-    print(f"gpu_check: {what}...", file=sys.stderr, flush=True)
-    result = function(*args, **kwargs)
-    print(f"gpu_check: {what} took {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
-    return result
+class PartTimedOut(BaseException):
+    """A part ran past its deadline. A BaseException, like KeyboardInterrupt: code that turns a library's failure
+    into a note (a peer's failed cell in the bench) lets it through."""
+
+
+class Deadlines:
+    """The whole run's deadline and each part's: a part gets the smaller of its own limit and what is left."""
+
+    def __init__(self, end: float, per_part: float):
+        self.started, self.end, self.per_part = time.monotonic(), end, per_part
+
+    def budget(self) -> float:
+        return max(0.0, min(self.per_part, self.end - time.monotonic()))
+
+    def run(self, parts: dict, what: str, function, *args, **kwargs):
+        """``function`` under the part's deadline (SIGALRM in this, the main thread); its status goes in ``parts``.
+        None where it timed out, failed, or there was no time left to start it."""
+        budget = self.budget()
+        start = time.monotonic()
+        if budget <= 0:
+            parts[what] = {"status": "not run", "seconds": 0.0, "reason": "the run's deadline had passed"}
+            return None
+        print(f"gpu_check: {what} (deadline {budget:.0f} s)...", file=sys.stderr, flush=True)
+        try:
+            with _alarm(budget):
+                result = function(*args, **kwargs)
+        except PartTimedOut:
+            status, reason, result = "timed out", f"stopped after its deadline of {budget:.0f} s", None
+        except Exception as exc:  # one broken part must not cost the others their report
+            status, reason, result = "failed", f"{type(exc).__name__}: {str(exc).strip()[:300]}", None
+        else:
+            status, reason = "ok", ""
+        seconds = round(time.monotonic() - start, 1)
+        parts[what] = {"status": status, "seconds": seconds, "reason": reason}
+        print(f"gpu_check: {what}: {status} in {seconds:.1f} s {reason}".rstrip(), file=sys.stderr, flush=True)
+        return result
+
+
+@contextmanager
+def _alarm(seconds: float):
+    def expired(signum, frame):
+        raise PartTimedOut()
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 0.001))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def write(out: Path, report: dict) -> None:
+    (out / "gpu-check.json").write_text(json.dumps(report, indent=2) + "\n")
+    (out / "gpu-check.md").write_text(markdown(report))
 
 
 def machine(device: torch.device) -> dict:
@@ -101,14 +172,22 @@ def machine(device: torch.device) -> dict:
     return info
 
 
-def gpu_tests(out: Path) -> dict:
-    """``pytest -m gpu``, its log kept beside the report."""
+def gpu_tests(out: Path, clock: Deadlines) -> dict:
+    """``pytest -m gpu``, its log kept beside the report; its process group is killed at the part's deadline."""
     log = out / "pytest-gpu.log"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"], cwd=ROOT,
-                          capture_output=True, text=True)
-    log.write_text(proc.stdout + proc.stderr)
-    summary = next((line for line in reversed(proc.stdout.splitlines()) if line.strip()), "")
-    return {"exit_code": proc.returncode, "summary": summary.strip("= ")}
+    with open(log, "w") as sink:
+        child = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"],
+                                 cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            code = child.wait(timeout=max(clock.budget() - 5.0, 1.0))
+        except BaseException as exc:  # the deadline (or Ctrl-C): no test process outlives the check
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            if isinstance(exc, subprocess.TimeoutExpired):
+                raise PartTimedOut() from exc
+            raise
+    summary = next((line for line in reversed(log.read_text().splitlines()) if line.strip()), "")
+    return {"exit_code": code, "summary": summary.strip("= ")}
 
 
 # --- float32 losslessness ---------------------------------------------------------------------------------------
@@ -248,9 +327,9 @@ def bench(session, out: Path, *, tiny: bool, command: str) -> dict:
     from vocabcheck.decode.loading import Prompt
     from vocabcheck.render import bench_report
 
-    ids = session.encode([Prompt(t) for t in default_prompts()], chat=False)
+    ids = session.encode([Prompt(t) for t in default_prompts(4 if tiny else 32)], chat=False)
     tokens = 8 if tiny else 64
-    plan = BenchPlan(batch_sizes=(1, 4) if tiny else (1, 16), options=DecodeOptions(k=4, max_new_tokens=tokens),
+    plan = BenchPlan(batch_sizes=(1, 4) if tiny else (1, 16), options=DecodeOptions(max_new_tokens=tokens), ks=(4,),
                      warmup=0 if tiny else 1, repeat=1 if tiny else 3, compare_hf=True)
     result = run_bench(session, ids, plan)
     target = "Qwen2.5-1.5B-shaped, random weights" if not tiny else "tiny Qwen2-shaped, random weights"
@@ -263,23 +342,30 @@ def bench(session, out: Path, *, tiny: bool, command: str) -> dict:
 def markdown(report: dict) -> str:
     lines = ["# GPU check", "", f"- command: `{report['command']}`",
              f"- machine: {', '.join(f'{k} {v}' for k, v in report['machine'].items())}",
-             f"- wall time: {report['seconds']} s", ""]
+             f"- wall time: {report['seconds']} s", "", "## Parts", "", "| part | status | seconds | reason |",
+             "|---|---|---|---|"]
+    lines += [f"| {name} | {p['status']} | {p['seconds']} | {p['reason'] or '—'} |"
+              for name, p in report["parts"].items()]
     tests = report["tests"]
-    lines += ["## gpu-marked tests", "", f"`pytest -m gpu`: {tests['summary']} (exit {tests['exit_code']}); log in "
-              "pytest-gpu.log" if tests else "not run (--skip-tests)", ""]
-    lines += ["## Greedy losslessness in float32 (engine vs transformers' generate of the target alone)", "",
-              "| case | method | k | lossless | acceptance |", "|---|---|---|---|---|"]
-    lines += [f"| {c['case']} | {c['method']} | {c['k']} | {'yes' if c['lossless'] else 'NO'} | "
-              f"{c['acceptance_rate']:.1%} |" for c in report["lossless_float32"]]
+    lines += ["", "## gpu-marked tests", "", f"`pytest -m gpu`: {tests['summary']} (exit {tests['exit_code']}); log "
+              "in pytest-gpu.log" if tests else "not run (--skip-tests, or see Parts)", ""]
+    if report["lossless_float32"] is not None:
+        lines += ["## Greedy losslessness in float32 (engine vs transformers' generate of the target alone)", "",
+                  "| case | method | k | lossless | acceptance |", "|---|---|---|---|---|"]
+        lines += [f"| {c['case']} | {c['method']} | {c['k']} | {'yes' if c['lossless'] else 'NO'} | "
+                  f"{c['acceptance_rate']:.1%} |" for c in report["lossless_float32"]]
     match = report["bfloat16_match"]
-    lines += ["", f"## Speculative vs plain greedy in {match['dtype']} ({match['sequences']} sequences, "
-              f"{match['tokens']} tokens)", "",
-              "| method | identical sequences | mean share before the first difference |", "|---|---|---|"]
-    lines += [f"| {m} | {match[m]['identical_sequences']:.0%} | {match[m]['mean_prefix_before_difference']:.0%} |"
-              for m in ("ngram", "draft")]
-    lines += ["", "## Benchmark", "", "See [bench/bench.md](bench/bench.md) (random weights: the draft's acceptance is "
-              "low, so the draft row measures the engine's cost on real shapes, not a trained pair's speedup).", ""]
-    return "\n".join(lines)
+    if match is not None:
+        lines += ["", f"## Speculative vs plain greedy in {match['dtype']} ({match['sequences']} sequences, "
+                  f"{match['tokens']} tokens)", "",
+                  "| method | identical sequences | mean share before the first difference |", "|---|---|---|"]
+        lines += [f"| {m} | {match[m]['identical_sequences']:.0%} | {match[m]['mean_prefix_before_difference']:.0%} |"
+                  for m in ("ngram", "draft")]
+    if report["bench"] is not None:
+        lines += ["", "## Benchmark", "", "See [bench/bench.md](bench/bench.md) (random weights: the draft's "
+                  "acceptance is low, so the draft row measures the engine's cost on real shapes, not a trained "
+                  "pair's speedup).", ""]
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -66,11 +66,13 @@ def main() -> int:
 
 
 def report(runs: dict[str, list[dict]], args, argv: list[str]) -> str:
-    def medians(name: str) -> dict[tuple[str, int], float]:
-        cells: dict[tuple[str, int], list[float]] = {}
+    def medians(name: str) -> dict[tuple[str, int, str], float]:
+        """Per cell (method, batch size, k; a revision before rows carried k measured its one k)."""
+        cells: dict[tuple[str, int, str], list[float]] = {}
         for document in runs[name]:
             for row in document["rows"]:
-                cells.setdefault((row["method"], row["batch_size"]), []).append(row["tpot_ms"])
+                k = str(row.get("k", document["plan"].get("k"))) if row["method"] != "none" else "—"
+                cells.setdefault((row["method"], row["batch_size"], k), []).append(row["tpot_ms"])
         return {key: statistics.median(values) for key, values in cells.items()}
 
     base, head = medians("base"), medians("head")
@@ -81,10 +83,13 @@ def report(runs: dict[str, list[dict]], args, argv: list[str]) -> str:
              f"load average {os.getloadavg()[0]:.2f} at the end",
              f"- {args.rounds} rounds, base and head alternating; each run `vocabcheck bench {' '.join(argv)} "
              "--repeat 1`; the figures are medians over the rounds", "",
-             "| method | batch | base TPOT ms | head TPOT ms | head / base |", "|---|---|---|---|---|"]
-    for key in sorted(head, key=lambda k: (k[1], ("none", "ngram", "draft").index(k[0]))):
+             "- every cell of head runs every prompt; a base before that change ran the first b prompts at batch b, "
+             "so compare such a base's batch-1 rows with care", "",
+             "| method | batch | k | base TPOT ms | head TPOT ms | head / base |", "|---|---|---|---|---|---|"]
+    for key in sorted(head, key=lambda k: (k[1], ("none", "ngram", "draft").index(k[0]), k[2])):
         if key in base:
-            lines.append(f"| {key[0]} | {key[1]} | {base[key]:.2f} | {head[key]:.2f} | {head[key] / base[key]:.2f} |")
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {base[key]:.2f} | {head[key]:.2f} | "
+                         f"{head[key] / base[key]:.2f} |")
     return "\n".join(lines) + "\n"
 
 

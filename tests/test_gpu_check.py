@@ -3,7 +3,10 @@ sizes on the CPU, and a clear refusal where CUDA is asked for and absent."""
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +17,15 @@ import torch
 
 from vocabcheck.render.data import schema
 
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "gpu_check.py"
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}  # the script checks the checkout it lives in
 
 
 def test_every_part_runs_at_toy_sizes_and_writes_its_report(tmp_path):
     out = tmp_path / "gpu"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--skip-tests", "--out",
-                           str(out)], capture_output=True, text=True)
+                           str(out)], capture_output=True, text=True, env=ENV)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out / "gpu-check.json").read_text())
     cases = report["lossless_float32"]
@@ -42,6 +47,32 @@ def test_every_part_runs_at_toy_sizes_and_writes_its_report(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
 def test_asking_for_cuda_without_it_says_so(tmp_path):
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], capture_output=True, text=True,
+                          env=ENV)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "sees no CUDA device" in proc.stderr
+
+
+@pytest.mark.parametrize(("deadlines", "after"), [(["--part-deadline", "2"], "ok"),
+                                                  (["--deadline", "2", "--part-deadline", "600"], "not run")],
+                         ids=["part", "whole-run"])
+def test_a_stuck_part_still_leaves_a_report(monkeypatch, tmp_path, deadlines, after):
+    """A part that never returns is stopped at its deadline (its own, or what is left of the run's) and reported as
+    timed out; the parts after it run (or, past the run's deadline, say they did not), and the report is written."""
+    script = importlib.import_module("benchmarks.gpu_check")
+    monkeypatch.setattr(script, "lossless_checks", lambda *args, **kwargs: signal.pause())  # stuck until stopped
+    monkeypatch.setattr(script, "qwen_shaped_session", lambda *args, **kwargs: "session")
+    match = {"dtype": "float32", "sequences": 1, "tokens": 8,
+             **{m: {"identical_sequences": 1.0, "mean_prefix_before_difference": 1.0} for m in ("ngram", "draft")}}
+    monkeypatch.setattr(script, "bf16_match", lambda *args, **kwargs: match)
+    monkeypatch.setattr(script, "bench", lambda *args, **kwargs: {"rows": []})
+    out = tmp_path / "gpu"
+    code = script.main(["--device", "cpu", "--tiny", "--skip-tests", "--out", str(out), *deadlines])
+    assert code == 1  # incomplete is not ok
+    report = json.loads((out / "gpu-check.json").read_text())
+    parts = {name: part["status"] for name, part in report["parts"].items()}
+    assert parts == {"float32 losslessness": "timed out", "Qwen2.5-shaped pair": after,
+                     **({"bfloat16 match": "ok", "bench": "ok"} if after == "ok" else {})}
+    assert report["lossless_float32"] is None
+    assert "| float32 losslessness | timed out |" in (out / "gpu-check.md").read_text()
+    assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL

@@ -8,6 +8,8 @@ the engine's own overhead — and a verification pass that costs more than one s
 ``verify_cost`` reports that second factor: one verification pass over k+1 tokens / one plain decoding step (about
 1 where the target is memory-bound, as on a GPU at small batch; more where it is compute-bound, as on a CPU or at
 large batch). ``engine_efficiency`` = measured / (L / (k·c + verify_cost)) isolates the engine's own overhead.
+With ``k = "auto"`` the proposal length varies per row and step; k in these formulas is then the measured mean
+number of tokens proposed per verification (``mean_proposed``), and α is not reported.
 """
 
 from __future__ import annotations
@@ -17,42 +19,96 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..decode.metrics import Metrics
-from ..decode.options import DecodeOptions
+from ..decode.options import MAX_K, DecodeOptions
+from ..errors import BadOption
+
+AUTO = "auto"
+KValue = int | str  # a fixed proposal length 1..MAX_K, or "auto" (the adaptive controller)
+
+
+def parse_ks(text: str) -> tuple[KValue, ...]:
+    """``-k``'s comma-separated list: integers 1..MAX_K or ``auto``, each once, in the order given."""
+    values: list[KValue] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        value: KValue = AUTO if item.lower() == AUTO else int(item) if item.isdigit() else item
+        if value != AUTO and not (isinstance(value, int) and 1 <= value <= MAX_K):
+            raise BadOption(f"-k takes integers from 1 to {MAX_K} or auto, comma-separated; not {item!r}")
+        if value not in values:
+            values.append(value)
+    if not values:
+        raise BadOption(f"-k takes integers from 1 to {MAX_K} or auto, comma-separated; not {text!r}")
+    return tuple(values)
+
+
+def auto_supported() -> bool:
+    """Whether the decoder accepts ``k="auto"`` (the adaptive proposal length)."""
+    try:
+        DecodeOptions(method="ngram", k=AUTO)
+    except (BadOption, TypeError, ValueError):
+        return False
+    return True
+
+
+def default_ks() -> tuple[KValue, ...]:
+    """The bench's default ``-k``: the old fixed default 4 beside ``auto`` where the decoder has it. The full sweep
+    (``-k 1,2,4,8,auto``) multiplies the speculative cells by five and is asked for explicitly."""
+    return (4, AUTO) if auto_supported() else (4,)
 
 
 @dataclass(frozen=True)
 class BenchPlan:
-    """Which cells to measure and how often. ``options`` is what every cell's generate call does (its method is
-    the cell's); every sequence generates exactly ``max_new_tokens`` tokens (eos ignored), greedy."""
+    """Which cells to measure and how often. ``options`` is what every cell's generate call does (its method and k
+    are the cell's; ``ks`` defaults to ``options.k``); every sequence generates exactly ``max_new_tokens`` tokens
+    (eos ignored). Phases (draft / target time) are timed only where timing them costs nothing (the engine's
+    default: on the CPU); elsewhere a separate timing pass after the measured repeats gives the cost ratios."""
 
     batch_sizes: tuple[int, ...] = (1, 16)
     methods: tuple[str, ...] = ("none", "ngram", "draft")
-    options: DecodeOptions = field(default_factory=lambda: DecodeOptions(ignore_eos=True, time_phases=True))
+    options: DecodeOptions = field(default_factory=lambda: DecodeOptions(ignore_eos=True))
     warmup: int = 1
     repeat: int = 3
     compare_hf: bool = False
+    ks: tuple[KValue, ...] | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "options", replace(self.options, ignore_eos=True, time_phases=True))
+        object.__setattr__(self, "options", replace(self.options, ignore_eos=True))
+        if self.ks is None:
+            object.__setattr__(self, "ks", (self.options.k,))
 
     @property
-    def k(self) -> int:
-        return self.options.k
+    def k(self) -> KValue | None:
+        """The one k of a plan with one; None where several run side by side."""
+        return self.ks[0] if len(self.ks) == 1 else None
 
     @property
     def max_new_tokens(self) -> int:
         return self.options.max_new_tokens
 
+    def cell_options(self, method: str, k: KValue) -> DecodeOptions:
+        return replace(self.options, method=method, k=k) if method != "none" else replace(self.options,
+                                                                                             method="none")
+
 
 @dataclass
 class Cell:
-    """One (method, batch size) cell: every repeat's metrics and whether its greedy output matched plain decoding."""
+    """One (method, batch size, k) cell: every repeat's metrics over every prompt of the plan, the outputs, and
+    whether its greedy output matched plain decoding. ``k`` is 0 for plain decoding. A peer's cell that raised is
+    ``failed`` with the one-line reason and keeps no runs."""
 
     method: str
     batch_size: int
+    k: KValue = 0
     runs: list[Metrics] = field(default_factory=list)
     outputs: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
+    phase_runs: list[Metrics] = field(default_factory=list)  # the separate timing pass, where there is one
     lossless: bool | None = None
+    failed: str | None = None
+
+    @property
+    def key(self) -> tuple[str, int, KValue]:
+        return (self.method, self.batch_size, self.k)
 
     def _median(self, values: Sequence[float]) -> float:
         return statistics.median(values) if values else 0.0
@@ -71,6 +127,11 @@ class Cell:
         return self._median([m.tokens_per_s for m in self.runs])
 
     @property
+    def prompts(self) -> int:
+        """Sequences per repeat: every prompt of the plan."""
+        return len(self.outputs[0]) if self.outputs else 0
+
+    @property
     def totals(self) -> Metrics:
         merged = self.runs[0]
         for m in self.runs[1:]:
@@ -78,14 +139,18 @@ class Cell:
         return merged
 
     @property
+    def _timed(self) -> list[Metrics]:
+        return self.phase_runs or self.runs
+
+    @property
     def draft_pass_s(self) -> float:
         """Median time of one draft forward (a batch of one token per row)."""
-        return self._median([m.draft_s / m.draft_passes for m in self.runs if m.draft_passes])
+        return self._median([m.draft_s / m.draft_passes for m in self._timed if m.draft_passes and m.draft_s])
 
     @property
     def verify_pass_s(self) -> float:
         """Median time of one target forward after prefill (k+1 tokens per row for speculation, 1 for none)."""
-        return self._median([m.target_s / m.verify_passes for m in self.runs if m.verify_passes])
+        return self._median([m.target_s / m.verify_passes for m in self._timed if m.verify_passes and m.target_s])
 
 
 @dataclass(frozen=True)
@@ -107,6 +172,20 @@ class Row:
     engine_efficiency: float | None = None
     lossless: bool | None = None
     note: str = ""
+    k: KValue = 0  # tokens proposed per step: an integer (0 for plain decoding) or "auto"
+    prompts: int = 0  # sequences each repeat ran: every prompt of the plan
+    mean_proposed: float | None = None  # tokens proposed per verification, measured (k itself where k is fixed)
+    predicted_speedup: float | None = None  # a prediction made before measuring, where one was asked for
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A peer's cell that could not run: transformers raised; the reason is one line."""
+
+    method: str
+    batch_size: int
+    k: KValue
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -121,16 +200,29 @@ class BenchResult:
     hf_note: str = ""
     interrupted: bool = False  # Ctrl-C: the rows hold the repeats measured so far
     translated: bool = False  # the draft ran through the tokens its tokenizer shares with the target's
+    failures: tuple[Failure, ...] = ()  # peers' cells that raised (ours never fail silently)
+    repeats_done: int = 0  # repeats that ran over every cell
+    cells_planned: int = 0
 
-    def row(self, method: str, batch_size: int) -> Row | None:
-        return next((r for r in self.rows + self.hf_rows if r.method == method and r.batch_size == batch_size), None)
+    def row(self, method: str, batch_size: int, k: KValue | None = None) -> Row | None:
+        return next((r for r in self.rows + self.hf_rows if r.method == method and r.batch_size == batch_size
+                     and (k is None or r.k == k)), None)
+
+    @property
+    def ks(self) -> tuple[KValue, ...]:
+        return self.plan.ks
 
     @property
     def lossless(self) -> bool:
         return all(r.lossless is not False for r in self.rows + self.hf_rows)
 
+    @property
+    def partial(self) -> bool:
+        """Interrupted before every cell had every repeat."""
+        return self.interrupted and self.repeats_done < self.plan.repeat
 
-def ideal_speedup(mean_accepted_length: float, k: int, cost_ratio: float) -> float:
+
+def ideal_speedup(mean_accepted_length: float, k: float, cost_ratio: float) -> float:
     """Leviathan et al. 2023 with α eliminated through the measured mean accepted length L."""
     return mean_accepted_length / (k * cost_ratio + 1.0)
 
@@ -147,5 +239,3 @@ def alpha_from_length(mean_accepted_length: float, k: int) -> float:
         else:
             high = mid
     return (low + high) / 2
-
-

@@ -30,7 +30,9 @@ def bench(
     draft: str = typer.Argument(None, help="The draft model (omit to bench none and ngram only)."),
     batch_sizes: str = typer.Option("1,16", "--batch-sizes", help="Comma-separated batch sizes."),
     methods: str = typer.Option("none,ngram,draft", "--methods", help="Comma-separated: none, ngram, draft."),
-    k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
+    k: str = typer.Option(None, "-k", "--num-speculative-tokens",
+                          help="Tokens proposed per step: comma-separated integers 1-64 and/or auto, each measured "
+                               "side by side (default: 4,auto; 4 where the decoder has no auto)."),
     max_new_tokens: MaxNewTokens = 64,
     prompts: Path = typer.Option(None, "--prompts", help="Prompt file (one per line, or JSONL); default: "
                                                          "function openings from Python's standard library."),
@@ -53,7 +55,7 @@ def bench(
 ) -> None:
     """Time per output token with no speculation, n-gram and draft model, per batch size; greedy output is
     checked against plain decoding in every cell (exit code 1 if it differs)."""
-    from ..bench import BenchPlan, default_prompts, run_bench
+    from ..bench import AUTO, BenchPlan, auto_supported, default_ks, default_prompts, parse_ks, run_bench
     from ..decode import METHODS, DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
@@ -74,9 +76,12 @@ def bench(
         raise VocabcheckError(f"--methods: unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     if "draft" in chosen and not draft:
         raise VocabcheckError("--methods includes draft but no DRAFT model was given")
-    options = DecodeOptions(k=k, max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
+    ks = parse_ks(k) if k is not None else default_ks()
+    if AUTO in ks and not auto_supported():
+        raise VocabcheckError("-k auto: this version's decoder has no adaptive proposal length; give integers")
+    options = DecodeOptions(max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
     plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=options, warmup=warmup, repeat=repeat,
-                     compare_hf=compare_hf)
+                     compare_hf=compare_hf, ks=ks)
     texts = read_prompt_file(prompts, prompt_format) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
     with terminal.progress_line(err, "loading the models"):
@@ -90,12 +95,14 @@ def bench(
         result = run_bench(session, ids, plan, progress=None if quiet else status.update)
     command = "vocabcheck " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vocabcheck bench"
     machine = machine_description()
-    if report is not None:
+    measured = bool(result.rows or result.hf_rows)
+    if report is not None and measured:  # an interrupted report says it is partial; with nothing measured, none
         bench_report.write_report(report, result, target=target, draft=draft, command=command, machine=machine)
     if json_out:
         emit_json(bench_report.bench_document(result, target=target, draft=draft, command=command))
-    else:
+    elif measured:
         bench_report.print_bench(terminal.console(), result)
-    if result.interrupted:  # Ctrl-C: the cells measured so far are printed above
+    if result.interrupted:  # Ctrl-C: one line; the cells measured so far are printed above
+        err.print(bench_report.interrupted_line(result, report=report if measured else None), soft_wrap=True)
         raise typer.Exit(130)
     raise typer.Exit(0 if result.lossless else 1)

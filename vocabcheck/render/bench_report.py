@@ -13,9 +13,9 @@ from rich.text import Text
 
 from .. import __version__, atomic
 from ..errors import InputError
-from ..bench import BenchResult, Row
+from ..bench import AUTO, BenchResult, Row
 from .data import BENCH_SCHEMA
-from .markdown import document
+from .markdown import document, escape
 from .terminal import print_table
 
 LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
@@ -28,67 +28,117 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
     return "—" if value is None else f"{value:{spec}}{suffix}"
 
 
+def label(method: str, k=None) -> str:
+    """A cell's name: the method, and its k where it proposes tokens."""
+    name = LABEL.get(method, method)
+    if method in ("none", "hf-none") or k is None:
+        return name
+    return f"{name} ({'auto' if k == AUTO else f'k={k}'})"
+
+
+def _columns(result: BenchResult) -> list[tuple[str, object]]:
+    """The summary's columns: plain decoding, then each speculative method at each k that has a row."""
+    columns = [("none", 0)] if any(r.method == "none" for r in result.rows) else []
+    for method in ("ngram", "draft"):
+        measured = {r.k for r in result.rows if r.method == method}
+        columns += [(method, k) for k in result.ks if k in measured]
+    return columns
+
+
+def _summary_cell(result: BenchResult, method: str, k, batch: int) -> str:
+    row = result.row(method, batch, k)
+    if row is None:
+        return "—"
+    text = f"{row.tpot_ms:.2f} ms"
+    if method != "none" and row.speedup is not None:
+        text += f" ({row.speedup:.2f}×)"
+    return text
+
+
+def _title(result: BenchResult) -> str:
+    title = f"Time per output token (median of {result.plan.repeat}, {result.device}, {result.dtype})"
+    return title + (f" — PARTIAL: {_partial(result)}" if result.partial else "")
+
+
+def _partial(result: BenchResult) -> str:
+    measured = len(result.rows) + len(result.hf_rows)
+    return (f"interrupted during repeat {result.repeats_done + 1} of {result.plan.repeat}; {measured} of "
+            f"{result.cells_planned} cells measured")
+
+
 def summary_table(result: BenchResult) -> Table:
-    """The reference table's shape: TPOT per batch size (rows) and method (columns)."""
-    k = result.plan.k
-    methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
-    table = Table(title=f"Time per output token (median of {result.plan.repeat}, {result.device}, "
-                        f"{result.dtype})", header_style="bold")
+    """The reference table's shape: TPOT per batch size (rows) and method at each k (columns)."""
+    columns = _columns(result)
+    table = Table(title=_title(result), header_style="bold")
     table.add_column("batch", justify="right")
-    for method in methods:
-        table.add_column(LABEL[method] + (f" (k={k})" if method != "none" else ""), justify="right")
+    for method, k in columns:
+        table.add_column(label(method, k), justify="right")
     for batch in result.plan.batch_sizes:
-        cells = []
-        for method in methods:
-            row = result.row(method, batch)
-            if row is None:
-                cells.append("—")
-                continue
-            text = f"{row.tpot_ms:.2f} ms"
-            if method != "none" and row.speedup is not None:
-                text += f" ({row.speedup:.2f}×)"
-            cells.append(text)
-        table.add_row(str(batch), *cells)
+        table.add_row(str(batch), *(_summary_cell(result, method, k, batch) for method, k in columns))
     return table
+
+
+DETAIL = ("method", "batch", "prompts", "TPOT ms (min–max)", "tokens/s", "accept", "mean len", "proposed/step",
+          "speedup", "ideal", "efficiency", "c", "verify cost", "engine eff.", "lossless")
+
+
+def _detail(row: Row, predicted: bool) -> list[str]:
+    cells = [label(row.method, row.k), str(row.batch_size), str(row.prompts),
+             f"{row.tpot_ms:.2f} ({row.tpot_spread_ms[0]:.2f}–{row.tpot_spread_ms[1]:.2f})",
+             f"{row.tokens_per_s:.1f}", _fmt(row.acceptance_rate, ".1%"), _fmt(row.mean_accepted_length, ".2f"),
+             _fmt(row.mean_proposed, ".2f"), _fmt(row.speedup, ".2f", "×"), _fmt(row.ideal_speedup, ".2f", "×"),
+             _fmt(row.efficiency, ".2f"), _fmt(row.cost_ratio, ".3f"), _fmt(row.verify_cost, ".2f", "×"),
+             _fmt(row.engine_efficiency, ".2f"), {True: "yes", False: "NO", None: "—"}[row.lossless]]
+    return cells + ([_fmt(row.predicted_speedup, ".2f", "×")] if predicted else [])
+
+
+def _predicted(result: BenchResult) -> bool:
+    return any(r.predicted_speedup is not None for r in result.rows)
+
+
+def _failure_lines(result: BenchResult) -> list[str]:
+    return [f"{label(f.method, f.k)}, batch {f.batch_size}: failed — {f.reason}" for f in result.failures]
 
 
 def detail_table(result: BenchResult) -> Table:
     table = Table(title="Per cell", header_style="bold")
-    for column in ("method", "batch", "TPOT ms (min–max)", "tokens/s", "accept", "mean len", "speedup", "ideal",
-                   "efficiency", "c", "verify cost", "engine eff.", "lossless"):
-        table.add_column(column, justify="right" if column not in ("method",) else "left")
+    predicted = _predicted(result)
+    for column in DETAIL + (("predicted",) if predicted else ()):
+        table.add_column(column, justify="right" if column != "method" else "left")
     for row in result.rows + result.hf_rows:
-        table.add_row(LABEL.get(row.method, row.method), str(row.batch_size),
-                      f"{row.tpot_ms:.2f} ({row.tpot_spread_ms[0]:.2f}–{row.tpot_spread_ms[1]:.2f})",
-                      f"{row.tokens_per_s:.1f}", _fmt(row.acceptance_rate, ".1%"),
-                      _fmt(row.mean_accepted_length, ".2f"), _fmt(row.speedup, ".2f", "×"),
-                      _fmt(row.ideal_speedup, ".2f", "×"), _fmt(row.efficiency, ".2f"), _fmt(row.cost_ratio, ".3f"),
-                      _fmt(row.verify_cost, ".2f", "×"), _fmt(row.engine_efficiency, ".2f"),
-                      {True: "yes", False: "NO", None: "—"}[row.lossless])
+        table.add_row(*_detail(row, predicted))
     return table
 
 
 def print_bench(out: Console, result: BenchResult) -> None:
     print_table(out, summary_table(result))
     print_table(out, detail_table(result), heading_columns=2)
+    for line in _failure_lines(result):
+        out.print(Text("transformers: ", style="bold yellow") + Text(line))
     if result.hf_note:
         out.print(Text("transformers: ", style="bold") + Text(result.hf_note))
     if not result.lossless:
         out.print(Text("greedy output differed from plain decoding in a cell marked NO", style="bold red"))
-    if result.interrupted:
-        out.print(Text("interrupted: the table holds the repeats measured so far", style="bold yellow"))
+
+
+def interrupted_line(result: BenchResult, report: Path | None) -> Text:
+    """The one line an interrupted bench ends with (on stderr)."""
+    if not (result.rows or result.hf_rows):
+        return Text("interrupted before any cell was measured; no report written", style="bold yellow")
+    where = f"; the report in {report} says it is partial" if report is not None else ""
+    return Text(f"{_partial(result)}{where}", style="bold yellow")
 
 
 def row_document(row: Row) -> dict[str, Any]:
-    return {"method": row.method, "batch_size": row.batch_size, "tpot_ms": row.tpot_ms,
-            "tpot_ms_min": row.tpot_spread_ms[0], "tpot_ms_max": row.tpot_spread_ms[1],
+    return {"method": row.method, "batch_size": row.batch_size, "k": row.k, "prompts": row.prompts,
+            "tpot_ms": row.tpot_ms, "tpot_ms_min": row.tpot_spread_ms[0], "tpot_ms_max": row.tpot_spread_ms[1],
             "tokens_per_s": row.tokens_per_s, "acceptance_rate": row.acceptance_rate,
-            "mean_accepted_length": row.mean_accepted_length,
+            "mean_accepted_length": row.mean_accepted_length, "mean_proposed": row.mean_proposed,
             "acceptance_by_position": list(row.acceptance_by_position), "speedup": row.speedup,
             "ideal_speedup": row.ideal_speedup, "efficiency": row.efficiency, "alpha": row.alpha,
             "cost_ratio": row.cost_ratio, "verify_cost": row.verify_cost,
             "engine_efficiency": row.engine_efficiency, "lossless": row.lossless,
-            "note": row.note}
+            "predicted_speedup": row.predicted_speedup, "note": row.note}
 
 
 def bench_document(result: BenchResult, *, target: str, draft: str | None, command: str) -> dict[str, Any]:
@@ -102,15 +152,20 @@ def bench_document(result: BenchResult, *, target: str, draft: str | None, comma
         "device": result.device,
         "dtype": result.dtype,
         "plan": {"batch_sizes": list(plan.batch_sizes), "methods": list(plan.methods), "k": plan.k,
-                 "max_new_tokens": plan.max_new_tokens, "warmup": plan.warmup, "repeat": plan.repeat,
-                 "compare_hf": plan.compare_hf, "temperature": plan.options.sampling.temperature,
-                 "seed": plan.options.seed, "translated": result.translated},
+                 "ks": list(plan.ks), "max_new_tokens": plan.max_new_tokens, "warmup": plan.warmup,
+                 "repeat": plan.repeat, "compare_hf": plan.compare_hf,
+                 "temperature": plan.options.sampling.temperature, "seed": plan.options.seed,
+                 "translated": result.translated},
         "prompts": result.prompts,
         "seconds": result.seconds,
         "lossless": result.lossless,
         "interrupted": result.interrupted,
+        "partial": result.partial,
+        "repeats_done": result.repeats_done,
         "rows": [row_document(r) for r in result.rows],
         "hf_rows": [row_document(r) for r in result.hf_rows],
+        "hf_failed": [{"method": f.method, "batch_size": f.batch_size, "k": f.k, "reason": f.reason}
+                      for f in result.failures],
         "hf_note": result.hf_note,
     }
 
@@ -121,35 +176,38 @@ def _decoding(result: BenchResult) -> str:
     return text + (", draft translated through the shared tokens" if result.translated else "")
 
 
+def _ks(result: BenchResult) -> str:
+    return ", ".join(str(k) for k in result.ks)
+
+
 def bench_markdown(result: BenchResult, *, target: str, draft: str | None, command: str, machine: str) -> str:
-    k = result.plan.k
-    methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
-    lines = ["# vocabcheck bench", "", f"- target: `{target}`", f"- draft: `{draft}`",
-             f"- machine: {machine}", f"- device / dtype: {result.device} / {result.dtype}",
-             f"- {result.prompts} prompts, {result.plan.max_new_tokens} new tokens each, {_decoding(result)}, k = {k}, "
-             f"warm-up {result.plan.warmup}, median of {result.plan.repeat} interleaved repeats",
-             f"- command: `{command}`", "", "## Time per output token", "",
-             "| batch | " + " | ".join(LABEL[m] + (f" (k={k})" if m != "none" else "") for m in methods) + " |",
-             "|---|" + "---|" * len(methods)]
-    for batch in result.plan.batch_sizes:
-        cells = []
-        for method in methods:
-            row = result.row(method, batch)
-            cells.append("—" if row is None else f"{row.tpot_ms:.2f} ms"
-                         + (f" ({row.speedup:.2f}×)" if method != "none" and row.speedup else ""))
-        lines.append(f"| {batch} | " + " | ".join(cells) + " |")
-    lines += ["", "## Every cell", "",
-              "| method | batch | TPOT ms (min–max) | tokens/s | acceptance | mean accepted length | speedup | ideal | "
-              "efficiency | c | verify cost | engine efficiency | lossless |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for row in result.rows + result.hf_rows:
-        lines.append(
-            f"| {LABEL.get(row.method, row.method)} | {row.batch_size} | {row.tpot_ms:.2f} "
-            f"({row.tpot_spread_ms[0]:.2f}–{row.tpot_spread_ms[1]:.2f}) | {row.tokens_per_s:.1f} | "
-            f"{_fmt(row.acceptance_rate, '.1%')} | {_fmt(row.mean_accepted_length, '.2f')} | "
-            f"{_fmt(row.speedup, '.2f', '×')} | {_fmt(row.ideal_speedup, '.2f', '×')} | {_fmt(row.efficiency, '.2f')} | "
-            f"{_fmt(row.cost_ratio, '.3f')} | {_fmt(row.verify_cost, '.2f', '×')} | "
-            f"{_fmt(row.engine_efficiency, '.2f')} | { {True: 'yes', False: 'NO', None: '—'}[row.lossless] } |")
+    columns = _columns(result)
+    plan = result.plan
+    lines = ["# vocabcheck bench", ""]
+    if result.partial:
+        lines += [f"**PARTIAL — {_partial(result)}.** The figures below are not the full benchmark.", ""]
+    lines += [f"- target: `{target}`", f"- draft: `{draft}`",
+              f"- machine: {machine}", f"- device / dtype: {result.device} / {result.dtype}",
+              f"- {result.prompts} prompts, {plan.max_new_tokens} new tokens each (eos ignored), {_decoding(result)}, "
+              f"k = {_ks(result)}, warm-up {plan.warmup}, median of {plan.repeat} interleaved repeats",
+              "- every cell runs every prompt, in batches of its size (prompts cycled to fill the last batch); "
+              "the `prompts` column says how many sequences each repeat of a cell ran",
+              "- TPOT: per sequence, from its first token to its last, over the tokens after the first (prefill "
+              "excluded), averaged over sequences; transformers' rows are timed the same way (a streamer) and "
+              "run interleaved with vocabcheck's",
+              f"- command: `{command}`", "", "## Time per output token", "",
+              "| batch | " + " | ".join(escape(label(m, k)) for m, k in columns) + " |",
+              "|---|" + "---|" * len(columns)]
+    for batch in plan.batch_sizes:
+        lines.append(f"| {batch} | " + " | ".join(_summary_cell(result, m, k, batch) for m, k in columns) + " |")
+    predicted = _predicted(result)
+    header = DETAIL + (("predicted",) if predicted else ())
+    lines += ["", "## Every cell", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(escape(c) for c in _detail(row, predicted)) + " |"
+              for row in result.rows + result.hf_rows]
+    if result.failures:
+        lines += ["", "transformers' cells that failed (their rows are left out):", ""]
+        lines += [f"- {escape(line)}" for line in _failure_lines(result)]
     if result.hf_note:
         lines += ["", f"transformers: {result.hf_note}"]
     lines += ["", "![TPOT per method and batch size](tpot.png)", "",
@@ -214,8 +272,11 @@ def write_report(directory: Path, result: BenchResult, *, target: str, draft: st
 
 
 def _charts(result: BenchResult) -> dict[str, bytes]:
-    """tpot.png and acceptance.png, rendered in memory."""
+    """tpot.png and acceptance.png, rendered in memory. A chart without data (an interrupted run) says so instead
+    of drawing empty axes; matplotlib's own warnings (a legend with nothing to show, a layout it cannot fit) never
+    reach the user's terminal."""
     import io
+    import warnings
 
     import matplotlib
 
@@ -223,36 +284,47 @@ def _charts(result: BenchResult) -> dict[str, bytes]:
     import matplotlib.pyplot as plt
 
     charts = {}
-    methods = [m for m in ("none", "ngram", "draft") if any(r.method == m for r in result.rows)]
-    batches = list(result.plan.batch_sizes)
-    figure, axis = plt.subplots(figsize=(7, 4))
-    width = 0.8 / max(len(methods), 1)
-    for i, method in enumerate(methods):
-        values = [getattr(result.row(method, b), "tpot_ms", 0.0) for b in batches]
-        positions = [j + (i - (len(methods) - 1) / 2) * width for j in range(len(batches))]
-        axis.bar(positions, values, width, label=LABEL[method])
-    axis.set_xticks(range(len(batches)), [f"batch {b}" for b in batches])
-    axis.set_ylabel("time per output token (ms)")
-    axis.set_title(f"TPOT per method and batch size ({result.device}, k={result.plan.k})")
-    axis.legend()
-    figure.tight_layout()
-    charts["tpot.png"] = _png(figure, io)
-    plt.close(figure)
+    partial = " — partial" if result.partial else ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        columns = _columns(result)
+        batches = list(result.plan.batch_sizes)
+        figure, axis = plt.subplots(figsize=(7, 4))
+        width = 0.8 / max(len(columns), 1)
+        for i, (method, k) in enumerate(columns):
+            values = [getattr(result.row(method, b, k), "tpot_ms", 0.0) for b in batches]
+            positions = [j + (i - (len(columns) - 1) / 2) * width for j in range(len(batches))]
+            axis.bar(positions, values, width, label=label(method, k))
+        axis.set_xticks(range(len(batches)), [f"batch {b}" for b in batches])
+        axis.set_ylabel("time per output token (ms)")
+        axis.set_title(f"TPOT per method and batch size ({result.device}, k = {_ks(result)}){partial}")
+        _finish(axis)
+        figure.tight_layout()
+        charts["tpot.png"] = _png(figure, io)
+        plt.close(figure)
 
-    figure, axis = plt.subplots(figsize=(7, 4))
-    for row in result.rows:
-        if row.acceptance_by_position:
-            axis.plot(range(1, len(row.acceptance_by_position) + 1), row.acceptance_by_position, marker="o",
-                      label=f"{LABEL[row.method]}, batch {row.batch_size}")
-    axis.set_xlabel("draft position")
-    axis.set_ylabel("accepted (fraction of steps)")
-    axis.set_ylim(0, 1.05)
-    axis.set_title("Acceptance per draft position")
-    axis.legend()
-    figure.tight_layout()
-    charts["acceptance.png"] = _png(figure, io)
-    plt.close(figure)
+        figure, axis = plt.subplots(figsize=(7, 4))
+        for row in result.rows:
+            if row.acceptance_by_position:
+                axis.plot(range(1, len(row.acceptance_by_position) + 1), row.acceptance_by_position, marker="o",
+                          label=f"{label(row.method, row.k)}, batch {row.batch_size}")
+        axis.set_xlabel("draft position")
+        axis.set_ylabel("accepted (fraction of steps)")
+        axis.set_ylim(0, 1.05)
+        axis.set_title(f"Acceptance per draft position{partial}")
+        _finish(axis)
+        figure.tight_layout()
+        charts["acceptance.png"] = _png(figure, io)
+        plt.close(figure)
     return charts
+
+
+def _finish(axis) -> None:
+    """A legend where something is labelled; otherwise the axes say that nothing was measured."""
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(fontsize="small")
+    else:
+        axis.text(0.5, 0.5, "nothing measured", transform=axis.transAxes, ha="center", va="center")
 
 
 def _png(figure, io) -> bytes:
