@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from vocabcheck.machine import machine_description
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -111,7 +113,7 @@ def report(cells, commands, args, auto: bool, prompt_name: str) -> str:
              f"- command: `{command}`",
              f"- each run: `python -m vocabcheck {shlex.join(example)}` (method, draft and `-k` per row; the prompt "
              f"file holds the bench's first {args.prompts} default prompts, one JSON object per line)",
-             f"- machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load "
+             f"- machine: {machine_description()}; load "
              f"average {os.getloadavg()[0]:.2f} at the end (a shared machine: compare rows, not runs)",
              f"- {args.runs} runs per row, rows alternating (forward, then backward); medians",
              f"- `-k auto`: {'accepted by this checkout and measured' if auto else 'not accepted by this checkout'}",
