@@ -87,6 +87,7 @@ def model_config(profile: ModelProfile):
 class Prompt:
     text: str | None
     messages: tuple[dict[str, Any], ...] | None = None
+    response: str | None = None  # JSONL "response": what the target answered (recorded traffic), for `predict`
 
 
 def read_prompt_file(path: Path) -> list[Prompt]:
@@ -110,12 +111,15 @@ def read_prompt_file(path: Path) -> list[Prompt]:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"line {number} is not JSON ({exc.msg})", path) from exc
+        response = value.get("response") if isinstance(value, dict) else None
+        if response is not None and not isinstance(response, str):
+            raise InputError(f"line {number}: 'response' must be a string", path)
         if isinstance(value, str):
             prompts.append(Prompt(value))
         elif isinstance(value, dict) and isinstance(value.get("messages"), list):
-            prompts.append(Prompt(None, tuple(value["messages"])))
+            prompts.append(Prompt(None, tuple(value["messages"]), response))
         elif isinstance(value, dict) and isinstance(value.get("prompt", value.get("text")), str):
-            prompts.append(Prompt(value.get("prompt", value.get("text"))))
+            prompts.append(Prompt(value.get("prompt", value.get("text")), response=response))
         else:
             raise InputError(f"line {number} needs a string, or an object with 'prompt', 'text' or 'messages'", path)
     if not prompts:

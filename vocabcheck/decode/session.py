@@ -4,7 +4,7 @@ for any number of prompts in batches. The CLI's `run` and the benchmark share it
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import RefusedPair
 from ..profile import ModelProfile, build_profile
@@ -113,17 +113,7 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
     target_profile = build_profile(open_model(request.target))
     draft_profile = comparison = translator = None
     if request.draft is not None:
-        draft_profile = build_profile(open_model(request.draft))
-        comparison = judge(target_profile, draft_profile)
-        translator = _translator(request, comparison, on_refusal)
-        if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
-            if on_refusal is not None:
-                on_refusal(comparison)
-            top = "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2))
-            hint = "--translate runs it through their shared tokens, " if comparison.translation is not None \
-                and comparison.translation.translatable else ""
-            raise RefusedPair(f"refused: the pair is incompatible ({top}); {hint}--allow-incompatible runs it with "
-                              "raw ids anyway")
+        draft_profile, comparison, translator = _judge_draft(request, target_profile, on_refusal)
     if any(method != "none" for method in request.methods):
         for profile in (target_profile, draft_profile):
             if profile is not None:
@@ -137,6 +127,34 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
     return Session(request=request, target_profile=target_profile, draft_profile=draft_profile,
                    comparison=comparison, device=device, dtype=dtype, target_model=target_model,
                    draft_model=draft_model, eos_ids=tuple(eos), translator=translator)
+
+
+def with_draft(session: Session, draft: str, *, translate: bool = False,
+               on_refusal: Callable[[Comparison], None] | None = None) -> Session:
+    """The session's target (already loaded) with another draft: compared, refused or loaded as
+    :func:`start_session` does."""
+    request = replace(session.request, draft=draft, translate=translate,
+                      methods=tuple(dict.fromkeys(session.request.methods + ("draft",))))
+    draft_profile, comparison, translator = _judge_draft(request, session.target_profile, on_refusal)
+    check_rollback(draft_profile)
+    return replace(session, request=request, draft_profile=draft_profile, comparison=comparison,
+                   draft_model=load_model(draft_profile, session.device, session.dtype), translator=translator)
+
+
+def _judge_draft(request: RunRequest, target_profile: ModelProfile, on_refusal):
+    """The draft's profile, the comparison and the translator; an incompatible pair is refused (RefusedPair)."""
+    draft_profile = build_profile(open_model(request.draft))
+    comparison = judge(target_profile, draft_profile)
+    translator = _translator(request, comparison, on_refusal)
+    if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
+        if on_refusal is not None:
+            on_refusal(comparison)
+        top = "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2))
+        hint = "--translate runs it through their shared tokens, " if comparison.translation is not None \
+            and comparison.translation.translatable else ""
+        raise RefusedPair(f"refused: the pair is incompatible ({top}); {hint}--allow-incompatible runs it with "
+                          "raw ids anyway")
+    return draft_profile, comparison, translator
 
 
 def _translator(request: RunRequest, comparison: Comparison, on_refusal) -> Translator | None:

@@ -1,0 +1,65 @@
+"""The costs a speedup depends on, measured in this process on this device: one plain target step, one draft
+forward, and one verification pass by width (tokens per row), each at the prediction's batch size over a warm cache
+of a typical context, through the decoder's own :class:`vocabcheck.decode.state.KVState` (and CPU output head).
+
+Each figure is the median of :data:`REPEATS` timed forwards after a warm-up; the cache is rolled back after each, so
+every forward sees the same context."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+from ..decode.device import Clock, host_to_device
+from ..decode.state import KVState
+from .result import Costs
+
+REPEATS = 5
+
+
+class Timer:
+    """One model's forward over a cache of ``context`` tokens for ``batch`` rows, timed by width."""
+
+    def __init__(self, model, context: Sequence[int], batch: int, device,
+                 to_input: Callable[[torch.Tensor], torch.Tensor] | None = None):
+        self.state = KVState(model, batch, device)
+        self.device, self.batch = device, batch
+        self.to_input = to_input or (lambda ids: ids)
+        self.clock = Clock(device)
+        ids = host_to_device([list(context)] * batch, device)
+        with torch.inference_mode():
+            self.state.forward(self.to_input(ids), keep=1)
+        self.token = int(context[-1])
+
+    def seconds(self, width: int) -> float:
+        ids = self.to_input(host_to_device([[self.token] * width] * self.batch, self.device))
+        back = host_to_device([width] * self.batch, self.device)
+        times = []
+        with torch.inference_mode():
+            for repeat in range(REPEATS + 1):
+                start = self.clock.now()
+                self.state.forward(ids, keep=width)
+                elapsed = self.clock.now() - start
+                self.state.rollback(back, [width] * self.batch)
+                if repeat:  # the first is a warm-up
+                    times.append(elapsed)
+        return statistics.median(times)
+
+
+def target_costs(target, context: Sequence[int], batch: int, k_max: int, device) -> tuple[float, tuple]:
+    """One plain step and one verification per width 2 … k_max + 1, in seconds."""
+    timer = Timer(target, context, batch, device)
+    step = timer.seconds(1)
+    return step, tuple((width, timer.seconds(width)) for width in range(2, k_max + 2))
+
+
+def draft_costs(draft, to_input, context: Sequence[int], batch: int, device, target_step_s: float,
+                verify_s: tuple) -> Costs:
+    """The costs of a pair: the target's (measured once) and one forward of this draft."""
+    draft_step = Timer(draft, context, batch, device, to_input).seconds(1) if draft is not None else 0.0
+    return Costs(target_step_s=target_step_s, draft_step_s=draft_step, verify_s=verify_s)
+
+
