@@ -2,13 +2,11 @@
 forward, and one verification pass by width (tokens per row), each at the prediction's batch size over a warm cache
 of a typical context, through the decoder's own :class:`vocabcheck.decode.state.KVState` (and CPU output head).
 
-Each figure is the median of :data:`REPEATS` timed forwards after a warm-up; the cache is rolled back after each, so
+Each figure is the fastest of :data:`REPEATS` timed forwards after a warm-up; the cache is rolled back after each, so
 every forward sees the same context."""
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -17,7 +15,7 @@ from ..decode.device import Clock, host_to_device
 from ..decode.state import KVState
 from .result import Costs
 
-REPEATS = 5
+REPEATS = 9
 
 
 class Timer:
@@ -34,32 +32,35 @@ class Timer:
             self.state.forward(self.to_input(ids), keep=1)
         self.token = int(context[-1])
 
-    def seconds(self, width: int) -> float:
-        ids = self.to_input(host_to_device([[self.token] * width] * self.batch, self.device))
-        back = host_to_device([width] * self.batch, self.device)
-        times = []
+    def seconds(self, widths: Sequence[int]) -> dict[int, float]:
+        """The fastest of :data:`REPEATS` forwards per width, the widths interleaved (after one warm-up round), so
+        that a busy machine slows them alike; the fastest is the figure least disturbed by other processes."""
+        times: dict[int, list[float]] = {w: [] for w in widths}
         with torch.inference_mode():
             for repeat in range(REPEATS + 1):
-                start = self.clock.now()
-                self.state.forward(ids, keep=width)
-                elapsed = self.clock.now() - start
-                self.state.rollback(back, [width] * self.batch)
-                if repeat:  # the first is a warm-up
-                    times.append(elapsed)
-        return statistics.median(times)
+                for width in widths:
+                    elapsed = self._once(width)
+                    if repeat:  # the first round is a warm-up
+                        times[width].append(elapsed)
+        return {w: min(t) for w, t in times.items()}
+
+    def _once(self, width: int) -> float:
+        ids = self.to_input(host_to_device([[self.token] * width] * self.batch, self.device))
+        start = self.clock.now()
+        self.state.forward(ids, keep=width)
+        elapsed = self.clock.now() - start
+        self.state.rollback(host_to_device([width] * self.batch, self.device), [width] * self.batch)
+        return elapsed
 
 
 def target_costs(target, context: Sequence[int], batch: int, k_max: int, device) -> tuple[float, tuple]:
     """One plain step and one verification per width 2 … k_max + 1, in seconds."""
-    timer = Timer(target, context, batch, device)
-    step = timer.seconds(1)
-    return step, tuple((width, timer.seconds(width)) for width in range(2, k_max + 2))
+    seconds = Timer(target, context, batch, device).seconds(range(1, k_max + 2))
+    return seconds[1], tuple((width, seconds[width]) for width in range(2, k_max + 2))
 
 
 def draft_costs(draft, to_input, context: Sequence[int], batch: int, device, target_step_s: float,
                 verify_s: tuple) -> Costs:
     """The costs of a pair: the target's (measured once) and one forward of this draft."""
-    draft_step = Timer(draft, context, batch, device, to_input).seconds(1) if draft is not None else 0.0
+    draft_step = Timer(draft, context, batch, device, to_input).seconds([1])[1]
     return Costs(target_step_s=target_step_s, draft_step_s=draft_step, verify_s=verify_s)
-
-
