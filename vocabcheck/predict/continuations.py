@@ -28,8 +28,10 @@ class Continuations:
 
 
 def recorded(session, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[int]],
-             max_new_tokens: int) -> Continuations | None:
-    """The prompt file's responses in the target's tokens (at most ``max_new_tokens`` each), or None without any."""
+             options: DecodeOptions) -> Continuations | None:
+    """The prompt file's responses in the target's tokens, or None without any: each as far as the decoder would
+    have gone (``max_new_tokens``, and its first eos id unless eos is ignored). A response that ends at an eos id has
+    the usual budget; one that ends without has its own length as its budget."""
     given = [p.response is not None for p in prompts]
     if not any(given):
         return None
@@ -37,13 +39,16 @@ def recorded(session, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[i
         raise VocabcheckError("either every prompt carries a 'response' (recorded traffic) or none does; "
                               f"{given.count(False)} of {len(given)} have none")
     tokenizer = session.target_profile.source.tokenizer
-    chains = []
+    eos = frozenset(() if options.ignore_eos else session.eos_ids)
+    chains, budgets = [], []
     for number, (prompt, ids) in enumerate(zip(prompts, prompt_ids), start=1):
-        tokens = tuple(tokenizer.encode(prompt.response, add_special_tokens=False).ids[:max_new_tokens])
+        tokens = tokenizer.encode(prompt.response, add_special_tokens=False).ids[:options.max_new_tokens]
         if not tokens:
             raise VocabcheckError(f"prompt {number}: its 'response' encodes to no tokens")
-        chains.append(Chain(tuple(ids), tokens))
-    return Continuations(tuple(chains), tuple(len(c.tokens) for c in chains), recorded=True)
+        end = next((i + 1 for i, token in enumerate(tokens) if token in eos), None)
+        chains.append(Chain(tuple(ids), tuple(tokens[:end])))
+        budgets.append(options.max_new_tokens if end is not None else len(tokens))
+    return Continuations(tuple(chains), tuple(budgets), recorded=True)
 
 
 def generated(session, prompt_ids: Sequence[Sequence[int]], options: DecodeOptions, sampling: Sampling,

@@ -120,7 +120,7 @@ def _rank(candidate: Candidate) -> tuple:
 
 def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say: Progress) -> _Context:
     options = request.options
-    recorded = continuations.recorded(session, prompts, prompt_ids, options.max_new_tokens)
+    recorded = continuations.recorded(session, prompts, prompt_ids, options)
     greedy = recorded or continuations.generated(session, prompt_ids, options, Sampling(), request.batch_size)
     say("the target's sequences")
     sampled = []

@@ -104,4 +104,3 @@ class Prediction:
     device: str
     dtype: str
     seconds: float
-    interrupted: bool = False

@@ -84,8 +84,9 @@ def print_prediction(out: Console, prediction: Prediction) -> None:
     out.print(k_table(prediction))
     for temperature in prediction.temperatures:
         out.print(k_table(prediction, temperature))
-    if prediction.interrupted:
-        out.print("[yellow]interrupted: the candidates predicted so far[/]")
+    for candidate in prediction.candidates:
+        if candidate.refused:
+            out.print(Text(printable(f"{_name(candidate)}: {candidate.refused}")))
 
 
 def _k_document(p: KPrediction) -> dict[str, Any]:
@@ -125,7 +126,6 @@ def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
         "k_values": list(prediction.k_values),
         "temperatures": list(prediction.temperatures),
         "seconds": prediction.seconds,
-        "interrupted": prediction.interrupted,
         "drafts": [candidate_document(c, r) for r, c in ranked if c.method == "draft"],
         "ngram": ngram,
     }
