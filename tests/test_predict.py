@@ -72,8 +72,8 @@ def session_for(target, draft, method: str, translate: bool):
 
 def measured(target, draft, method: str, prompts, k: int, batch_size: int, tokens: int, translate=False):
     """What `run` measures: the decoder with this fixed k."""
-    return session_for(target, draft, method, translate).generate(prompts, DecodeOptions(method=method, k=k, max_new_tokens=tokens),
-                            batch_size=batch_size)
+    options = DecodeOptions(method=method, k=k, max_new_tokens=tokens)
+    return session_for(target, draft, method, translate).generate(prompts, options, batch_size=batch_size)
 
 
 def assert_same_counts(candidate, run_of_k) -> dict:

@@ -41,6 +41,7 @@ class PredictRequest:
     top_p: float = 1.0
     options: DecodeOptions = field(default_factory=lambda: DecodeOptions(method="none"))
     batch_size: int = 1
+    sequence_batch_size: int = 16  # prompts the target's own sequences are generated for together
     chat: bool = False
     ngram: bool = True
     device: str = "auto"
@@ -50,8 +51,8 @@ class PredictRequest:
     def __post_init__(self) -> None:
         if not self.k_values or any(not 1 <= k <= 64 for k in self.k_values):
             raise BadOption(f"-k values must be between 1 and 64, not {list(self.k_values)}")
-        if self.batch_size < 1:
-            raise BadOption(f"--batch-size must be at least 1, not {self.batch_size}")
+        if min(self.batch_size, self.sequence_batch_size) < 1:
+            raise BadOption(f"--batch-size must be at least 1, not {min(self.batch_size, self.sequence_batch_size)}")
         for temperature in self.temperatures:
             Sampling(temperature=temperature, top_k=self.top_k, top_p=self.top_p)  # one line for a bad value
             if temperature == 0:
@@ -121,17 +122,18 @@ def _rank(candidate: Candidate) -> tuple:
 def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say: Progress) -> _Context:
     options = request.options
     recorded = continuations.recorded(session, prompts, prompt_ids, options)
-    greedy = recorded or continuations.generated(session, prompt_ids, options, Sampling(), request.batch_size)
+    batch = request.sequence_batch_size
+    greedy = recorded or continuations.generated(session, prompt_ids, options, Sampling(), batch)
     say("the target's sequences")
     sampled = []
     for temperature in request.temperatures:
         sampled.append(recorded or continuations.generated(session, prompt_ids, options,
-                                                           request.sampling(temperature), request.batch_size))
+                                                           request.sampling(temperature), batch))
         say(f"the target's sequences at temperature {temperature:g}")
     step, verify = 0.0, ()
     if request.measure_costs:
-        step, verify = cost.target_costs(session.target_model, _timing_context(greedy), request.batch_size, request.k_max,
-                                         session.device)
+        step, verify = cost.target_costs(session.target_model, _timing_context(greedy), request.batch_size,
+                                         request.k_values, session.device)
     say("the target's costs")
     return _Context(request, session, greedy, tuple(sampled), step, verify, say)
 

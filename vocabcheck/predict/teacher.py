@@ -29,7 +29,8 @@ class Chain:
     tokens: tuple[int, ...]
 
 
-def forced_logits(model, chains: Sequence[Chain], device, to_input: Callable[[torch.Tensor], torch.Tensor] | None = None,
+def forced_logits(model, chains: Sequence[Chain], device,
+                  to_input: Callable[[torch.Tensor], torch.Tensor] | None = None,
                   on_pass: Callable[[], None] | None = None) -> Iterator[tuple[int, torch.Tensor]]:
     """(row index, logits [len(tokens) - 1, V]) for each chain with more than one token: the logits predicting
     tokens 1 … n - 1 of its continuation. ``to_input`` turns target ids into the model's input ids."""
