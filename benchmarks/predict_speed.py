@@ -45,6 +45,10 @@ def noisy_draft(source: Path, name: str) -> Path:
     return out
 
 
+def say(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompts", type=int, default=32)
@@ -67,9 +71,10 @@ def main() -> None:
     prompts = [Prompt(text) for text in default_prompts(args.prompts)]
     options = DecodeOptions(method="none", max_new_tokens=args.tokens, ignore_eos=True)
 
+    say("predicting")
     start = time.perf_counter()
     prediction = predict(PredictRequest(target=str(pair.target), drafts=tuple(str(d) for d in drafts.values()),
-                                        k_values=k_values, options=options, ngram=False), prompts)
+                                        k_values=k_values, options=options, ngram=False), prompts, progress=say)
     predict_s = time.perf_counter() - start
 
     start = time.perf_counter()
@@ -85,6 +90,7 @@ def main() -> None:
             run = session.generate(prompts, DecodeOptions(method="draft", k=k, max_new_tokens=args.tokens,
                                                           ignore_eos=True))
             measured[(str(draft), k)] = (run.metrics, time.perf_counter() - begin)
+            say(f"measured {name}, k={k}")
     measure_s = time.perf_counter() - start
 
     command = "python -m benchmarks.predict_speed " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -96,7 +102,8 @@ def main() -> None:
              "- measuring = one greedy run per (draft, k) cell plus one plain-decoding run, models loaded once per "
              "draft; `bench` adds a warm-up and 3 repeats per cell, so its real time is several times this",
              "", "| | seconds | ratio |", "|---|---|---|",
-             f"| predict (3 drafts × {len(k_values)} k, one call, model loading included) | {predict_s:.1f} | 1.00× |",
+             f"| predict (3 drafts × {len(k_values)} k, one call, model loading included) | {predict_s:.1f} "
+             "| 1.00× |",
              f"| measuring the same cells | {measure_s:.1f} | {measure_s / predict_s:.2f}× |", "",
              "## Predicted against measured, per cell", "",
              "| draft | k | accepted tokens predicted | measured | mean accepted length predicted | measured | "

@@ -16,7 +16,7 @@ from ..decode.proposers import Proposals
 from ..decode.sampling import Sampling
 from .result import Counts
 from .steps import counts_of
-from .teacher import Chain
+from .teacher import Chain, left_padded
 
 GREEDY = Sampling()
 
@@ -36,12 +36,7 @@ def _replay_batch(make_proposer, chains: Sequence[Chain], budgets: Sequence[int]
                   metrics: list[RowMetrics], device) -> None:
     proposer = make_proposer(metrics)
     prompts = [list(c.prompt) for c in chains]
-    width = max(len(p) for p in prompts)
-    ids = host_to_device([[0] * (width - len(p)) + p for p in prompts], device)
-    real = None
-    if any(len(p) < width for p in prompts):
-        real = host_to_device([[False] * (width - len(p)) + [True] * len(p) for p in prompts], device,
-                              dtype=torch.bool)
+    ids, real = left_padded(prompts, device)
     first = [c.tokens[0] for c in chains]
     proposer.prefill(prompts, ids, real, host_to_device(first, device), first)
     emitted = [1] * len(chains)

@@ -37,14 +37,8 @@ def forced_logits(model, chains: Sequence[Chain], device,
     rows = [i for i, c in enumerate(chains) if len(c.tokens) > 1]
     vocab = model.get_output_embeddings().weight.shape[0]
     for group in _groups(rows, chains, vocab):
-        sequences = [list(chains[i].prompt) + list(chains[i].tokens[:-1]) for i in group]
-        width = max(len(s) for s in sequences)
+        ids, real = left_padded([list(chains[i].prompt) + list(chains[i].tokens[:-1]) for i in group], device)
         keep = max(len(chains[i].tokens) for i in group) - 1
-        ids = host_to_device([[0] * (width - len(s)) + s for s in sequences], device)
-        real = None
-        if any(len(s) < width for s in sequences):
-            real = host_to_device([[False] * (width - len(s)) + [True] * len(s) for s in sequences], device,
-                                  dtype=torch.bool)
         with torch.inference_mode():
             state = KVState(model, len(group), device)
             logits = state.forward(to_input(ids) if to_input else ids, keep=keep, real=real)
@@ -52,6 +46,16 @@ def forced_logits(model, chains: Sequence[Chain], device,
             on_pass()
         for slot, i in enumerate(group):
             yield i, logits[slot, keep - (len(chains[i].tokens) - 1):]
+
+
+def left_padded(sequences: Sequence[Sequence[int]], device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Rows of ids left-padded to the longest, and which slots are real (None: all), as the decoder's prefill."""
+    width = max(len(s) for s in sequences)
+    ids = host_to_device([[0] * (width - len(s)) + list(s) for s in sequences], device)
+    if all(len(s) == width for s in sequences):
+        return ids, None
+    return ids, host_to_device([[False] * (width - len(s)) + [True] * len(s) for s in sequences], device,
+                               dtype=torch.bool)
 
 
 def _groups(rows: list[int], chains: Sequence[Chain], vocab: int) -> Iterator[list[int]]:
@@ -63,11 +67,6 @@ def _groups(rows: list[int], chains: Sequence[Chain], vocab: int) -> Iterator[li
         group.append(i)
     if group:
         yield group
-
-
-def passes(chains: Sequence[Chain], vocab: int) -> int:
-    """How many forwards :func:`forced_logits` makes over these chains (for a progress bar)."""
-    return sum(1 for _ in _groups([i for i, c in enumerate(chains) if len(c.tokens) > 1], chains, vocab))
 
 
 def greedy_streaks(draft, mapping, chains: Sequence[Chain], device, on_pass=None) -> list[tuple[int, ...]]:
