@@ -2,7 +2,7 @@
 forward, and one verification pass by width (tokens per row), each at the prediction's batch size over a warm cache
 of a typical context, through the decoder's own :class:`vocabcheck.decode.state.KVState` (and CPU output head).
 
-Each figure is the fastest of :data:`REPEATS` timed forwards after a warm-up; the cache is rolled back after each, so
+Each figure is the fastest of several timed forwards after a warm-up; the cache is rolled back after each, so
 every forward sees the same context."""
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from ..decode.device import Clock, host_to_device
 from ..decode.state import KVState
 from .result import Costs
 
-REPEATS = 5
+REPEATS = 3  # timed rounds at least; more, up to MAX_REPEATS, while the rounds took under MIN_SECONDS
+MAX_REPEATS = 200
+MIN_SECONDS = 1.0
 
 
 class Timer:
@@ -33,15 +35,20 @@ class Timer:
         self.token = int(context[-1])
 
     def seconds(self, widths: Sequence[int]) -> dict[int, float]:
-        """The fastest of :data:`REPEATS` forwards per width, the widths interleaved (after one warm-up round), so
-        that a busy machine slows them alike; the fastest is the figure least disturbed by other processes."""
+        """The fastest forward per width over interleaved rounds (after one warm-up round), so that a busy machine
+        slows them alike; the fastest is the figure least disturbed by other processes. Small models get more rounds
+        (a second of them, at most :data:`MAX_REPEATS`), large ones :data:`REPEATS`."""
         times: dict[int, list[float]] = {w: [] for w in widths}
+        spent = 0.0
         with torch.inference_mode():
-            for repeat in range(REPEATS + 1):
+            for repeat in range(MAX_REPEATS + 1):
+                if repeat > REPEATS and spent >= MIN_SECONDS:
+                    break
                 for width in widths:
                     elapsed = self._once(width)
                     if repeat:  # the first round is a warm-up
                         times[width].append(elapsed)
+                        spent += elapsed
         return {w: min(t) for w, t in times.items()}
 
     def _once(self, width: int) -> float:
