@@ -20,7 +20,7 @@ import typer
 from .. import interrupts
 from ..errors import REPORT_BUGS, VocabcheckError, library_failure
 from ..text import printable
-from . import align, bench, compare, demo, gate, inspect, matrix, run
+from . import align, bench, compare, demo, gate, inspect, matrix, predict, run
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import BadParameter, ClickException
@@ -65,6 +65,7 @@ app.command("gate")(gate.gate)
 app.command("matrix")(matrix.matrix)
 app.command("align")(align.align)
 app.command("bench")(bench.bench)
+app.command("predict")(predict.predict)
 
 
 def _debug_first(argv: list[str]) -> list[str]:

@@ -50,6 +50,8 @@ def check_models(methods, target, draft, target_where, draft_where) -> str | Non
         problem = cache_problem(draft)
         if problem is not None:
             raise UnsupportedModel(f"{problem}; {SPECULATION}", draft_where)
+    if target is None:  # a draft added to a session whose target was checked already
+        return None
     if not speculative and rollback_problem(target.config, type(target)) is not None:
         return None  # the engine already hands it to transformers
     problem = cache_problem(target)

@@ -90,7 +90,7 @@ def model_config(profile: ModelProfile):
 class Prompt:
     text: str | None
     messages: tuple[dict[str, Any], ...] | None = None
-    response: str | None = None  # a JSONL line's "response": the text a model is expected to answer with
+    response: str | None = None  # a JSONL line's "response": what the target answered (recorded traffic, `predict`)
 
 
 PROMPT_FORMATS = ("text", "jsonl")

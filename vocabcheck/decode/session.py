@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import InputError, RefusedPair
 from ..check import compare
 from ..profile import ModelProfile, profile_of
-from ..verdict import Comparison, Verdict, translation_blockers
+from ..verdict import Comparison, Verdict, judge, translation_blockers
 from .cache_check import check_models
 from .device import resolve_device, resolve_dtype
 from .engine import OnTokens, generate
@@ -123,19 +123,8 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
     if request.draft is None:
         target_profile = profile_of(request.target)
     else:
-        comparison = compare(request.target, request.draft)
-        target_profile, draft_profile = comparison.target, comparison.draft
-        translator = _translator(request, comparison, on_refusal, on_warning or _warn)
-        if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
-            why = ""  # where on_refusal shows the findings, the error line only says what to do
-            if on_refusal is not None:
-                on_refusal(comparison)
-            else:
-                why = " (" + "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2)) + ")"
-            hint = "--translate runs it through their shared tokens, " if comparison.translation is not None \
-                and comparison.translation.translatable else ""
-            raise RefusedPair(f"refused: the pair is incompatible{why}; {hint}--allow-incompatible runs it with "
-                              "raw ids anyway")
+        target_profile, draft_profile, comparison, translator = _judge_draft(request, None, on_refusal,
+                                                                             on_warning or _warn)
     if any(method != "none" for method in request.methods):
         for profile in (target_profile, draft_profile):
             if profile is not None:
@@ -150,6 +139,43 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
                    comparison=comparison, device=device, dtype=dtype, target_model=target_model,
                    draft_model=draft_model, eos_ids=target_profile.generation_eos, translator=translator,
                    plain_problem=plain_problem)
+
+
+def with_draft(session: Session, draft: str, *, translate: bool = False,
+               on_refusal: Callable[[Comparison], None] | None = None,
+               on_warning: Callable[[str], None] | None = None) -> Session:
+    """The session's target (already loaded) with another draft: compared, refused, loaded and checked as
+    :func:`start_session` does."""
+    request = replace(session.request, draft=draft, translate=translate,
+                      methods=tuple(dict.fromkeys(session.request.methods + ("draft",))))
+    _, draft_profile, comparison, translator = _judge_draft(request, session.target_profile, on_refusal,
+                                                            on_warning or _warn)
+    check_rollback(draft_profile)
+    draft_model = load_model(draft_profile, session.device, session.dtype)
+    check_models(("draft",), None, draft_model, session.target_profile.location, draft_profile.location)
+    return replace(session, request=request, draft_profile=draft_profile, comparison=comparison,
+                   draft_model=draft_model, translator=translator)
+
+
+def _judge_draft(request: RunRequest, target_profile: ModelProfile | None, on_refusal, on_warning):
+    """Both profiles, the comparison and the translator (the target's profile is read here unless given); an
+    incompatible pair is refused (RefusedPair)."""
+    if target_profile is None:
+        comparison = compare(request.target, request.draft)
+    else:
+        comparison = judge(target_profile, profile_of(request.draft))
+    translator = _translator(request, comparison, on_refusal, on_warning)
+    if comparison.verdict is Verdict.INCOMPATIBLE and not (request.allow_incompatible or translator):
+        why = ""  # where on_refusal shows the findings, the error line only says what to do
+        if on_refusal is not None:
+            on_refusal(comparison)
+        else:
+            why = " (" + "; ".join(f"{f.code}: {f.message}" for f in comparison.top_findings(2)) + ")"
+        hint = "--translate runs it through their shared tokens, " if comparison.translation is not None \
+            and comparison.translation.translatable else ""
+        raise RefusedPair(f"refused: the pair is incompatible{why}; {hint}--allow-incompatible runs it with "
+                          "raw ids anyway")
+    return comparison.target, comparison.draft, comparison, translator
 
 
 def _translator(request: RunRequest, comparison: Comparison, on_refusal, on_warning) -> Translator | None:

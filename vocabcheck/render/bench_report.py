@@ -218,7 +218,7 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
 REPORT_FILES = ("bench.md", "bench.json", "tpot.png", "acceptance.png")
 
 
-def check_destination(directory: Path | None) -> None:
+def check_destination(directory: Path | None, names: tuple[str, ...] = REPORT_FILES) -> None:
     """Refuse a ``--report`` directory that cannot be written, before the benchmark runs: a path that exists and is
     not a directory, a report file name that is a directory, or a place where the directory cannot be created or
     written (exit code 2). ``None``: no report."""
@@ -234,7 +234,7 @@ def check_destination(directory: Path | None) -> None:
         raise InputError(f"--report cannot be created: {existing} is not a directory", directory)
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"--report cannot be written: no permission to write in {existing}", directory)
-    for name in REPORT_FILES:
+    for name in names:
         if (directory / name).is_dir():
             raise InputError("is a directory; the benchmark report writes a file of that name", directory / name)
 
@@ -250,6 +250,12 @@ def write_report(directory: Path, result: BenchResult, *, target: str, draft: st
              "bench.json": json.dumps(bench_document(result, target=target, draft=draft, command=command), indent=2)
              + "\n",
              **_charts(result)}
+    return write_files(directory, files, "the benchmark report")
+
+
+def write_files(directory: Path, files: dict[str, str | bytes], what: str) -> list[Path]:
+    """Files rendered in memory, written atomically in order into ``directory`` (created if needed); on failure a
+    directory this call created is removed again and an OSError is one line naming the file (exit code 2)."""
     created = directory
     while not os.path.lexists(created.parent) and created.parent != created:
         created = created.parent  # the outermost directory that does not exist yet
@@ -266,7 +272,7 @@ def write_report(directory: Path, result: BenchResult, *, target: str, draft: st
         if created is not None:
             shutil.rmtree(created, ignore_errors=True)
         if isinstance(exc, OSError):
-            raise InputError(f"cannot write the benchmark report: {exc.strerror or exc}", path) from exc
+            raise InputError(f"cannot write {what}: {exc.strerror or exc}", path) from exc
         raise
     return written
 

@@ -23,6 +23,7 @@ BENCH_SCHEMA = "vocabcheck.bench/1"
 GATE_SCHEMA = "vocabcheck.gate/1"
 MATRIX_SCHEMA = "vocabcheck.matrix/1"
 ALIGN_SCHEMA = "vocabcheck.align/1"
+PREDICT_SCHEMA = "vocabcheck.predict/1"
 
 
 def schema(name: str) -> dict[str, Any]:

@@ -1,0 +1,207 @@
+"""`predict` tells, without running speculation, what `run` would measure: for greedy decoding the predicted
+steps, drafted and accepted proposals per k are exactly the decoder's (a draft with rows padded and cut, a translated
+draft, n-gram lookup; alone and in batches; rows that end at eos inside an accepted run); recorded responses give
+the same prediction as the target's own sequences; refused pairs say why."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+import jsonschema
+import pytest
+import torch
+from tokenizers import Tokenizer, models as tm, pre_tokenizers
+from transformers import AutoModelForCausalLM
+
+from tests.test_translate_decode import small_translated_pair  # noqa: F401  (a fixture: the translated pair)
+from vocabcheck.decode import DecodeOptions
+from vocabcheck.decode.loading import Prompt
+from vocabcheck.decode.session import RunRequest, start_session
+from vocabcheck.demo.checkpoint import ModelShape, write_model
+from vocabcheck.predict.predictor import PredictRequest, predict
+from vocabcheck.predict.steps import RowRuns, expected_counts, greedy_counts, position_tables
+from vocabcheck.render.data import schema
+
+EOS = 10  # a word the fixture target emits in some of its sequences and not in others
+K_VALUES = (1, 4, 8)
+TOKENS = 20
+WORDS = ["w1 w2 w3 w4", "w5 w9 w100", "w314 w15 w92 w65 w35 w89 w79", "w7", "w200 w201 w202 w203 w204 w205",
+         "w42 w42 w42"]
+
+
+def _word_model(directory, rows: int, seed: int, state=None):
+    """A tiny Qwen2 checkpoint over a 480-word tokenizer; ``rows`` output rows (those past the words are padding)."""
+    vocab = {f"w{i}": i for i in range(480)}
+    tokenizer = Tokenizer(tm.WordLevel(vocab, unk_token="w0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return write_model(directory, ModelShape(rows=rows, hidden=16, layers=1, heads=2, kv_heads=1, intermediate=32,
+                                             tied=False, seed=seed),
+                       tokenizer_json=tokenizer.to_str(), tokenizer_config={"eos_token": None, "bos_token": None},
+                       generation_config={"bos_token_id": None, "eos_token_id": EOS, "pad_token_id": None},
+                       state_dict=state)
+
+
+@pytest.fixture(scope="module")
+def word_pairs(tmp_path_factory):
+    """One word-level tokenizer; per direction a target and a draft made from it by cutting or zero-padding its
+    rows and perturbing every weight: it agrees with the target often, not always."""
+    root = tmp_path_factory.mktemp("predict-pairs")
+    pairs = {}
+    for name, target_rows, draft_rows in (("pad", 512, 500), ("cut", 500, 512)):
+        target = _word_model(root / name / "target-random", target_rows, seed=5)
+        state = AutoModelForCausalLM.from_pretrained(str(target)).state_dict()
+        state["lm_head.weight"][480:] = 0.0  # like a trained model, the target never picks a padding row
+        target = _word_model(root / name / "target", target_rows, seed=5, state=state)
+        generator = torch.Generator().manual_seed(9)
+        draft_state = {}
+        for key, value in state.items():
+            if key in ("model.embed_tokens.weight", "lm_head.weight"):
+                value = value[:draft_rows] if draft_rows <= value.shape[0] else \
+                    torch.cat([value, torch.zeros(draft_rows - value.shape[0], value.shape[1])])
+            draft_state[key] = value + 0.3 * value.std() * torch.randn(value.shape, generator=generator)
+        pairs[name] = target, _word_model(root / name / "draft", draft_rows, seed=6, state=draft_state)
+    return pairs
+
+
+@functools.lru_cache(maxsize=4)
+def session_for(target, draft, method: str, translate: bool):
+    return start_session(RunRequest(target=str(target), draft=str(draft) if draft else None, methods=(method,),
+                                    translate=translate))
+
+
+def measured(target, draft, method: str, prompts, k: int, batch_size: int, tokens: int, translate=False):
+    """What `run` measures: the decoder with this fixed k."""
+    options = DecodeOptions(method=method, k=k, max_new_tokens=tokens)
+    return session_for(target, draft, method, translate).generate(prompts, options, batch_size=batch_size)
+
+
+def assert_same_counts(candidate, run_of_k) -> dict:
+    """Predicted counts per k equal the measured ones; returns the runs by k."""
+    runs = {}
+    for predicted in candidate.greedy:
+        runs[predicted.k] = run_of_k(predicted.k)
+        metrics = runs[predicted.k].metrics
+        counts = predicted.counts
+        assert (counts.steps, counts.drafted, counts.accepted) == (metrics.steps, metrics.drafted,
+                                                                    metrics.accepted), (candidate.draft, predicted.k)
+        assert list(counts.acceptance_by_position) == metrics.acceptance_by_position, (candidate.draft, predicted.k)
+    return runs
+
+
+@pytest.mark.parametrize("direction, batch_size", [("pad", 1), ("pad", 4), ("cut", 4)])
+def test_greedy_prediction_is_what_run_measures(word_pairs, direction, batch_size):
+    target, draft = word_pairs[direction]
+    prompts = [Prompt(text) for text in WORDS]
+    request = PredictRequest(target=str(target), drafts=(str(draft),), k_values=K_VALUES, batch_size=batch_size,
+                             options=DecodeOptions(method="none", max_new_tokens=TOKENS), measure_costs=False,
+                             ngram=direction == "pad")
+    prediction = predict(request, prompts)
+    by_method = {c.method: c for c in prediction.candidates}
+    assert not by_method["draft"].refused
+    runs = assert_same_counts(by_method["draft"],
+                              lambda k: measured(target, draft, "draft", prompts, k, batch_size, TOKENS))
+    # the comparison means something: rows end at eos and at the budget, and proposals are accepted and rejected
+    assert {s.finish_reason for s in runs[4].sequences} == {"eos", "length"}
+    assert 0 < runs[4].metrics.accepted < runs[4].metrics.drafted
+    if "ngram" in by_method:
+        ngram = assert_same_counts(by_method["ngram"],
+                                   lambda k: measured(target, None, "ngram", prompts, k, batch_size, TOKENS))
+        assert ngram[8].metrics.accepted > 0
+
+
+def test_translated_prediction_is_what_run_measures(small_translated_pair):  # noqa: F811
+    target, draft = small_translated_pair
+    prompts = [Prompt(text) for text in (" the rain in the", " in the then", "the other one", " anthem")]
+    request = PredictRequest(target=str(target), drafts=(str(draft),), k_values=(1, 3, 5), ngram=False,
+                             batch_size=2, options=DecodeOptions(method="none", max_new_tokens=16),
+                             measure_costs=False)
+    (candidate,) = predict(request, prompts).candidates
+    assert candidate.translated and not candidate.refused
+    assert_same_counts(candidate, lambda k: measured(target, draft, "draft", prompts, k, 2, 16, translate=True))
+    run = measured(target, draft, "draft", prompts, 3, 2, 16, translate=True)
+    assert 0 < run.metrics.accepted < run.metrics.drafted
+
+
+def test_recorded_responses_predict_what_the_generated_sequences_do(word_pairs, tmp_path, cli):
+    """A prompt file whose lines carry the target's responses: no decoding runs, and the prediction is the one the
+    target's own sequences give."""
+    target, draft = word_pairs["pad"]
+    prompts = [Prompt(text) for text in WORDS]
+    plain = measured(target, None, "none", prompts, 1, 1, 24)
+    file = tmp_path / "traffic.jsonl"
+    file.write_text("".join(json.dumps({"prompt": p.text, "response": s.text}) + "\n"
+                            for p, s in zip(prompts, plain.sequences)), encoding="utf-8")
+    documents = []
+    for source in (["--prompt-file", file], [a for text in WORDS for a in ("--prompt", text)]):
+        code, out, err = cli("predict", target, draft, *source, "-k", "1,4", "--max-new-tokens", 24, "--json")
+        assert code == 0, err
+        documents.append(json.loads(out))
+    recorded, generated = documents
+    jsonschema.validate(recorded, schema("predict-1"))
+    assert recorded["source"] == "recorded" and generated["source"] == "generated"
+    assert [d["draft"] for d in recorded["drafts"]] == [str(draft)]
+    for key in ("drafts", "ngram"):
+        assert json.dumps(recorded[key])  # present
+    strip = lambda doc: [[(r["k"], r["accepted_tokens"], r["drafted_tokens"], r["steps"]) for r in d["per_k"]]
+                         for d in doc["drafts"] + [doc["ngram"]]]
+    assert strip(recorded) == strip(generated)
+    draft_run = measured(target, draft, "draft", prompts, 4, 1, 24)
+    assert recorded["drafts"][0]["per_k"][1]["accepted_tokens"] == draft_run.metrics.accepted
+
+
+def test_a_refused_draft_is_reported_with_the_compare_reason(word_pairs, small_translated_pair, cli):  # noqa: F811
+    target, draft = word_pairs["pad"]
+    other = small_translated_pair[0]  # a byte-level tokenizer: the word-level target's cannot be translated
+    code, out, err = cli("predict", target, draft, other, "--prompt", "w1 w2", "-k", "2", "--max-new-tokens", 8,
+                         "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    jsonschema.validate(document, schema("predict-1"))
+    assert [d["draft"] for d in document["drafts"]] == [str(draft), str(other)]  # refused pairs rank last
+    refused = document["drafts"][1]
+    assert refused["refused"] and "not translatable" in refused["refused"] and refused["per_k"] == []
+    code, out, err = cli("predict", target, other, "--prompt", "w1 w2", "-k", "2", "--max-new-tokens", 8)
+    assert code == 1 and "not translatable" in out
+
+
+@pytest.mark.parametrize("lines, problem", [
+    (['{"prompt": "w1 w2"}', '{"text": 3}'], "line 2"),
+    (['{"prompt": "w1", "response": "w2"}', '{"prompt": "w3"}'], "response"),
+    (['{"prompt": "w1", "response": 7}'], "line 1"),
+])
+def test_bad_prompt_files_are_one_line_and_exit_code_2(word_pairs, tmp_path, cli, lines, problem):
+    target, draft = word_pairs["pad"]
+    file = tmp_path / "prompts.jsonl"
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = cli("predict", target, draft, "--prompt-file", file)
+    assert code == 2 and problem in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, problem", [
+    (["-k", "two"], "-k"), (["-k", "0"], "-k"), (["--temperature", "-1"], "--temperature"),
+    (["--batch-size", "0"], "--batch-size"), (["--prompt-file", "missing.txt"], "not found"),
+])
+def test_bad_options_are_one_line_and_exit_code_2(word_pairs, cli, argv, problem):
+    target, draft = word_pairs["pad"]
+    code, out, err = cli("predict", target, draft, *(argv if "--prompt-file" in argv else ["--prompt", "w1"] + argv))
+    assert code == 2 and problem in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_step_replay_counts_an_eos_inside_an_accepted_run_as_the_decoder_does():
+    """Five tokens, the last one eos, every proposal right: with k = 8 one step emits the four after the first; the
+    decoder counts the last emitted token as the target's own, so 3 drafted and 3 accepted."""
+    row = RowRuns(length=5, budget=10, matched=(0, 4, 3, 2, 1))
+    counts = greedy_counts([row], 8, 1)
+    assert (counts.steps, counts.drafted, counts.accepted) == (1, 3, 3)
+    counts = greedy_counts([row], 2, 1)  # steps at 1 (2 accepted, then the target's token) and at 4 (cut at eos)
+    assert (counts.steps, counts.drafted, counts.accepted) == (2, 2, 2)
+
+
+def test_expected_acceptance_follows_alpha():
+    """α = 1 everywhere: every proposal is accepted, k + 1 tokens per step; α = 0: one token per step."""
+    length, k = 41, 4
+    sure = expected_counts([position_tables([0.0] + [1.0] * (length - 1), 8)], [length], k)
+    assert sure.acceptance_rate == 1.0 and sure.steps == 8 and sure.mean_accepted_length == 1 + 32 / 8
+    never = expected_counts([position_tables([0.0] * length, 8)], [length], k)
+    assert never.accepted == 0 and never.steps == length - 1

@@ -1,0 +1,102 @@
+"""`vocabcheck predict`: acceptance, best k and speedup of one or more drafts (and n-gram lookup) for a target,
+from teacher-forced passes at prefill speed instead of speculative runs."""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+from pathlib import Path
+
+import typer
+
+from .output import emit_json
+
+
+def predict(
+    target: str = typer.Argument(..., help="The target model (directory or hub id)."),
+    drafts: list[str] = typer.Argument(None, help="Candidate draft models; none: n-gram lookup only."),
+    prompt: list[str] = typer.Option(None, "--prompt", help="A prompt; repeat for several."),
+    prompt_file: Path = typer.Option(None, "--prompt-file",
+                                     help="One prompt per line, or JSONL; lines with a \"response\" are recorded "
+                                          "traffic (no decoding runs)."),
+    chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
+    k: str = typer.Option("1,2,3,4,5,6,7,8", "-k", "--num-speculative-tokens",
+                          help="The k values to predict, comma-separated (1-64)."),
+    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Tokens per prompt, as `run` would generate."),
+    temperature: list[float] = typer.Option(None, "--temperature",
+                                            help="Also predict sampling at this temperature; repeat for several."),
+    top_k: int = typer.Option(0, "--top-k", help="Top-k of the sampled predictions (0: off)."),
+    top_p: float = typer.Option(1.0, "--top-p", help="Top-p of the sampled predictions (1: off)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sampled sequences."),
+    batch_size: int = typer.Option(1, "--batch-size", help="Prompts `run` would run together."),
+    ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Sequences run to --max-new-tokens (as bench)."),
+    ngram: bool = typer.Option(True, "--ngram/--no-ngram", help="Predict n-gram lookup too."),
+    ngram_min: int = typer.Option(1, "--ngram-min", help="Shortest n-gram to match."),
+    ngram_max: int = typer.Option(3, "--ngram-max", help="Longest n-gram to match."),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
+    json_out: bool = typer.Option(False, "--json", help="Print the prediction as JSON (schema vocabcheck.predict/1)."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the prediction as Markdown."),
+    report: Path = typer.Option(None, "--report", help="Write predict.md, predict.json and speedup.png here."),
+) -> None:
+    """Predict the acceptance, best k and speedup of each draft, ranked, without running speculation."""
+    from ..decode import DecodeOptions
+    from ..decode.loading import Prompt, read_prompt_file
+    from ..errors import BadOption, VocabcheckError
+    from ..predict.predictor import PredictRequest, predict as run_prediction
+    from ..render import predict_report, terminal
+
+    predict_report.check_destination(report)  # before anything runs: one line, exit code 2
+    request = PredictRequest(
+        target=target, drafts=tuple(drafts or ()), k_values=_k_values(k, BadOption),
+        temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=batch_size, chat=chat,
+        ngram=ngram, device=device, dtype=dtype,
+        options=DecodeOptions(method="none", max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
+                              ngram_max=ngram_max, ignore_eos=ignore_eos))
+    if not request.drafts and not ngram:
+        raise VocabcheckError("nothing to predict: give a DRAFT model, or leave n-gram lookup on")
+    prompts = [Prompt(p) for p in (prompt or [])]
+    if prompt_file is not None:
+        prompts += read_prompt_file(prompt_file)
+    if not prompts:
+        raise VocabcheckError("give at least one --prompt or a --prompt-file")
+    err = terminal.console(stderr=True)
+    with _progress(err, request.units(), quiet=not sys.stderr.isatty()) as advance:
+        prediction = run_prediction(request, prompts, progress=advance)
+    command = "vocabcheck " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vocabcheck predict"
+    if report is not None:
+        predict_report.write_report(report, prediction, command=command)
+    if json_out:
+        emit_json(predict_report.predict_document(prediction, command=command))
+    elif markdown:
+        sys.stdout.write(predict_report.predict_markdown(prediction, command=command))
+    else:
+        predict_report.print_prediction(terminal.console(), prediction)
+    named = [c for c in prediction.candidates if c.method == "draft"]
+    if named and all(c.refused for c in named):  # no named draft can run with this target
+        raise typer.Exit(1)
+
+
+def _k_values(text: str, error) -> tuple[int, ...]:
+    try:
+        values = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
+    except ValueError:
+        values = ()
+    if not values:
+        raise error(f"-k must be comma-separated integers such as 1,2,4,8, not {text!r}")
+    return values
+
+
+@contextlib.contextmanager
+def _progress(err, total: int, quiet: bool):
+    """A progress bar over the passes on stderr (a terminal only); yields the callback that advances it."""
+    if quiet:
+        yield lambda label: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, transient=True) as bar:
+        task = bar.add_task("predicting", total=total)
+        yield lambda label: bar.update(task, advance=1, description=label)

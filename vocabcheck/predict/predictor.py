@@ -1,0 +1,216 @@
+"""`vocabcheck predict`: a pair's acceptance, best k and speedup for one or more drafts (and n-gram lookup), from
+teacher-forced passes over the target's sequences instead of speculative runs.
+
+The target is loaded once (:func:`vocabcheck.decode.session.start_session`), its sequences generated once or read
+from recorded responses, its costs measured once; then each draft in turn is compared, refused or loaded
+(:func:`vocabcheck.decode.session.with_draft`), predicted and dropped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from ..decode.loading import Prompt
+from ..decode.mapping import PaddedMapping
+from ..decode.options import DecodeOptions
+from ..decode.sampling import Sampling
+from ..decode.session import RunRequest, Session, start_session, with_draft
+from ..decode.translate import TranslatedMapping, TranslatingProposer
+from ..errors import BadOption, RefusedPair
+from . import continuations, cost, teacher
+from .ngram_replay import ngram_proposals, ngram_runs
+from .replay import replayed_counts
+from .result import Candidate, Costs, Counts, KPrediction, Prediction
+from .steps import RowRuns, expected_counts, greedy_counts, position_tables
+
+Progress = Callable[[str], None]  # called once per unit of work, with what was done
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """What to predict: the target, the drafts as the user named them, the k values and temperatures, and the run
+    the predictions stand for (``options``: tokens per prompt, eos, seed; ``batch_size`` prompts together)."""
+
+    target: str
+    drafts: tuple[str, ...]
+    k_values: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7, 8)
+    temperatures: tuple[float, ...] = ()
+    top_k: int = 0
+    top_p: float = 1.0
+    options: DecodeOptions = field(default_factory=lambda: DecodeOptions(method="none"))
+    batch_size: int = 1
+    sequence_batch_size: int = 16  # prompts the target's own sequences are generated for together
+    chat: bool = False
+    ngram: bool = True
+    device: str = "auto"
+    dtype: str = "auto"
+    measure_costs: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.k_values or any(not 1 <= k <= 64 for k in self.k_values):
+            raise BadOption(f"-k values must be between 1 and 64, not {list(self.k_values)}")
+        if min(self.batch_size, self.sequence_batch_size) < 1:
+            raise BadOption(f"--batch-size must be at least 1, not {min(self.batch_size, self.sequence_batch_size)}")
+        for temperature in self.temperatures:
+            Sampling(temperature=temperature, top_k=self.top_k, top_p=self.top_p)  # one line for a bad value
+            if temperature == 0:
+                raise BadOption("--temperature values are for sampling (greedy is always predicted): not 0")
+
+    @property
+    def k_max(self) -> int:
+        return max(self.k_values)
+
+    def sampling(self, temperature: float) -> Sampling:
+        return Sampling(temperature=temperature, top_k=self.top_k, top_p=self.top_p)
+
+    def units(self) -> int:
+        """Units of work the progress callback is called for."""
+        per_candidate = 2 + len(self.temperatures)
+        return 2 + len(self.temperatures) + per_candidate * (len(self.drafts) + int(self.ngram))
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every candidate is predicted over."""
+
+    request: PredictRequest
+    session: Session
+    greedy: continuations.Continuations
+    sampled: tuple[continuations.Continuations, ...]
+    target_step_s: float
+    verify_s: tuple
+    say: Progress
+
+
+def _timing_context(greedy: continuations.Continuations) -> tuple[int, ...]:
+    """The context costs are timed over: the first prompt and half its continuation."""
+    chain = greedy.chains[0]
+    return chain.prompt + chain.tokens[:max(1, len(chain.tokens) // 2)]
+
+
+def predict(request: PredictRequest, prompts: Sequence[Prompt], progress: Progress | None = None,
+            on_refusal=None) -> Prediction:
+    """Predict every candidate; ``progress(label)`` is called after each unit of :meth:`PredictRequest.units`."""
+    say = progress or (lambda label: None)
+    start = time.perf_counter()
+    session = start_session(RunRequest(target=request.target, draft=None, methods=("none", "ngram", "draft"),
+                                       device=request.device, dtype=request.dtype))
+    prompt_ids = session.encode(prompts, request.chat)
+    context = _prepare(request, session, prompts, prompt_ids, say)
+    candidates = []
+    if request.ngram:
+        candidates.append(_ngram(context))
+    for draft in request.drafts:
+        candidates.append(_draft(context, draft, on_refusal))
+    ranked = sorted(candidates, key=_rank)
+    return Prediction(target=request.target, candidates=tuple(ranked), prompts=len(prompts),
+                      tokens=context.greedy.tokens, source="recorded" if context.greedy.recorded else "generated",
+                      k_values=request.k_values, temperatures=request.temperatures, batch_size=request.batch_size,
+                      device=str(session.device), dtype=str(session.dtype).removeprefix("torch."),
+                      seconds=time.perf_counter() - start)
+
+
+def _rank(candidate: Candidate) -> tuple:
+    best = candidate.best
+    if best is None:
+        return (1, 0.0, 0.0)
+    return (0, -(best.speedup or 0.0), -best.counts.mean_accepted_length)
+
+
+def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say: Progress) -> _Context:
+    options = request.options
+    recorded = continuations.recorded(session, prompts, prompt_ids, options)
+    batch = request.sequence_batch_size
+    greedy = recorded or continuations.generated(session, prompt_ids, options, Sampling(), batch)
+    say("the target's sequences")
+    sampled = []
+    for temperature in request.temperatures:
+        sampled.append(recorded or continuations.generated(session, prompt_ids, options,
+                                                           request.sampling(temperature), batch))
+        say(f"the target's sequences at temperature {temperature:g}")
+    step, verify = 0.0, ()
+    if request.measure_costs:
+        step, verify = cost.target_costs(session.target_model, _timing_context(greedy), request.batch_size,
+                                         request.k_values, session.device)
+    say("the target's costs")
+    return _Context(request, session, greedy, tuple(sampled), step, verify, say)
+
+
+def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None) -> tuple[KPrediction, ...]:
+    measured = costs is not None and context.request.measure_costs
+    return tuple(KPrediction(c, costs.speedup(c.mean_accepted_length, c.k) if measured else None) for c in counts)
+
+
+def _ngram(context: _Context) -> Candidate:
+    request = context.request
+    options = request.options
+    chains, budgets = context.greedy.chains, context.greedy.budgets
+    proposals = [ngram_proposals(c, options.ngram_min, options.ngram_max, request.k_max) for c in chains]
+    runs = [ngram_runs(c, p, b) for c, p, b in zip(chains, proposals, budgets)]
+    costs = Costs(context.target_step_s, 0.0, context.verify_s)
+    greedy = _predictions(context, [greedy_counts(runs, k, request.batch_size) for k in request.k_values], costs)
+    context.say("n-gram lookup, greedy")
+    sampled = []
+    for temperature, chosen in zip(request.temperatures, context.sampled):
+        found = [ngram_proposals(c, options.ngram_min, options.ngram_max, request.k_max) for c in chosen.chains]
+        tables = teacher.point_acceptance(context.session.target_model, chosen.chains, found,
+                                          request.sampling(temperature), context.session.device)
+        sampled.append((temperature, _predictions(
+            context, [expected_counts(tables, chosen.budgets, k) for k in request.k_values], costs)))
+        context.say(f"n-gram lookup, temperature {temperature:g}")
+    context.say("n-gram lookup, costs")
+    return Candidate(draft="ngram", method="ngram", greedy=greedy, sampled=tuple(sampled), costs=costs)
+
+
+def _draft(context: _Context, draft: str, on_refusal) -> Candidate:
+    request = context.request
+    try:
+        session = with_draft(context.session, draft, translate=True, on_refusal=on_refusal)
+    except RefusedPair as refusal:
+        for _ in range(2 + len(request.temperatures)):
+            context.say(f"{draft}: refused")
+        return Candidate(draft=draft, method="draft", refused=refusal.one_line())
+    device, model = session.device, session.draft_model
+    chains, budgets = context.greedy.chains, context.greedy.budgets
+    if session.translator is not None:
+        target_rows = session.target_model.get_output_embeddings().weight.shape[0]
+
+        def proposer(metrics):
+            return TranslatingProposer(model, session.translator, metrics, target_rows, device)
+
+        greedy_counts_ = [replayed_counts(proposer, chains, budgets, k, request.batch_size, device)
+                          for k in request.k_values]
+        to_input = TranslatedMapping(session.translator.translation, target_rows, device).to_draft
+        sampled = []
+        for temperature in request.temperatures:
+            context.say(f"{draft}: temperature {temperature:g} (not predicted for a translated draft)")
+    else:
+        mapping = PaddedMapping(session.comparison.alignment, model, device)
+        matched = teacher.greedy_streaks(model, mapping, chains, device)
+        runs = [RowRuns(len(c.tokens), b, m) for c, b, m in zip(chains, budgets, matched)]
+        greedy_counts_ = [greedy_counts(runs, k, request.batch_size) for k in request.k_values]
+        to_input = mapping.to_draft
+        sampled = _sampled(context, session, mapping)
+    context.say(f"{draft}: greedy")
+    costs = None
+    if request.measure_costs:
+        costs = cost.draft_costs(model, to_input, _timing_context(context.greedy), request.batch_size, device,
+                                 context.target_step_s, context.verify_s)
+    context.say(f"{draft}: costs")
+    sampled = [(t, _predictions(context, counts, costs)) for t, counts in sampled]
+    return Candidate(draft=draft, method="draft", translated=session.translator is not None,
+                     greedy=_predictions(context, greedy_counts_, costs), sampled=tuple(sampled), costs=costs)
+
+
+def _sampled(context: _Context, session: Session, mapping) -> list[tuple[float, list[Counts]]]:
+    request = context.request
+    out = []
+    for temperature, chosen in zip(request.temperatures, context.sampled):
+        alphas = teacher.acceptance(session.target_model, session.draft_model, mapping, chosen.chains,
+                                    request.sampling(temperature), session.device)
+        tables = [position_tables(alpha, request.k_max) for alpha in alphas]
+        out.append((temperature, [expected_counts(tables, chosen.budgets, k) for k in request.k_values]))
+        context.say(f"{session.request.draft}: temperature {temperature:g}")
+    return out

@@ -1,0 +1,199 @@
+"""The prediction as a ranked terminal table, a JSON document (``vocabcheck.predict/1``), Markdown, and a chart of
+predicted speedup against k per candidate (matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .. import __version__
+from ..predict.result import Candidate, KPrediction, Prediction
+from .bench_report import check_destination as _check, write_files
+from .data import PREDICT_SCHEMA
+from .markdown import document, escape
+from .text import printable
+
+REPORT_FILES = ("predict.md", "predict.json", "speedup.png")
+
+
+def _name(candidate: Candidate) -> str:
+    if candidate.method == "ngram":
+        return "n-gram lookup"
+    return candidate.draft + (" (translated)" if candidate.translated else "")
+
+
+def _speedup(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}×"
+
+
+def _settings(prediction: Prediction) -> str:
+    source = "recorded responses" if prediction.source == "recorded" else "the target's own greedy sequences"
+    return (f"{prediction.prompts} prompts, {prediction.tokens} target tokens ({source}), batch size "
+            f"{prediction.batch_size}, {prediction.device} / {prediction.dtype}, predicted in "
+            f"{prediction.seconds:.1f} s")
+
+
+def ranked_table(prediction: Prediction) -> Table:
+    table = Table(title=f"Predicted, greedy ({_settings(prediction)})", header_style="bold")
+    for column in ("rank", "candidate", "best k", "acceptance", "mean accepted length", "accepted tokens",
+                   "predicted speedup", "c"):
+        table.add_column(column, justify="left" if column == "candidate" else "right")
+    for rank, candidate in enumerate(prediction.candidates, start=1):
+        best = candidate.best
+        if best is None:
+            table.add_row(str(rank), Text(printable(_name(candidate))), "—", "—", "—", "—", "—",
+                          Text(printable(candidate.refused or "not predicted")))
+            continue
+        c = candidate.costs.cost_ratio if candidate.costs is not None else None
+        table.add_row(str(rank), Text(printable(_name(candidate))), str(best.k), f"{best.counts.acceptance_rate:.1%}",
+                      f"{best.counts.mean_accepted_length:.2f}", f"{best.counts.accepted:.0f}",
+                      _speedup(best.speedup), "—" if c is None else f"{c:.3f}")
+    return table
+
+
+def k_table(prediction: Prediction, temperature: float | None = None) -> Table:
+    """Predicted speedup (mean accepted length) per candidate and k, greedy or at one temperature."""
+    label = "greedy" if temperature is None else f"temperature {temperature:g} (expected)"
+    table = Table(title=f"Predicted speedup (mean accepted length) per k, {label}", header_style="bold")
+    table.add_column("candidate")
+    for k in prediction.k_values:
+        table.add_column(f"k={k}", justify="right")
+    for candidate in prediction.candidates:
+        rows = _per_k(candidate, temperature)
+        if rows:
+            table.add_row(Text(printable(_name(candidate))), *(_cell(p) for p in rows))
+    return table
+
+
+def _per_k(candidate: Candidate, temperature: float | None) -> tuple[KPrediction, ...]:
+    if temperature is None:
+        return candidate.greedy
+    return next((rows for t, rows in candidate.sampled if t == temperature), ())
+
+
+def _cell(p: KPrediction) -> str:
+    return f"{_speedup(p.speedup)} ({p.counts.mean_accepted_length:.2f})"
+
+
+def print_prediction(out: Console, prediction: Prediction) -> None:
+    out.print(ranked_table(prediction))
+    out.print(k_table(prediction))
+    for temperature in prediction.temperatures:
+        out.print(k_table(prediction, temperature))
+    for candidate in prediction.candidates:
+        if candidate.refused:
+            out.print(Text(printable(f"{_name(candidate)}: {candidate.refused}")))
+
+
+def _k_document(p: KPrediction) -> dict[str, Any]:
+    counts = p.counts
+    return {"k": p.k, "acceptance_rate": counts.acceptance_rate, "mean_accepted_length": counts.mean_accepted_length,
+            "accepted_tokens": counts.accepted, "drafted_tokens": counts.drafted, "steps": counts.steps,
+            "acceptance_by_position": list(counts.acceptance_by_position), "speedup": p.speedup}
+
+
+def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
+    costs = candidate.costs
+    return {"rank": rank, "draft": candidate.draft if candidate.method == "draft" else None,
+            "method": candidate.method, "translated": candidate.translated, "refused": candidate.refused,
+            "best_k": candidate.best.k if candidate.best else None,
+            "cost_ratio": costs.cost_ratio if costs else None,
+            "draft_step_ms": 1000 * costs.draft_step_s if costs else None,
+            "target_step_ms": 1000 * costs.target_step_s if costs else None,
+            "verify_cost": {str(k): costs.verify_cost(k) for k in (p.k for p in candidate.greedy)} if costs else {},
+            "per_k": [_k_document(p) for p in candidate.greedy],
+            "sampled": [{"temperature": t, "per_k": [_k_document(p) for p in rows]} for t, rows in candidate.sampled]}
+
+
+def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
+    ranked = list(enumerate(prediction.candidates, start=1))
+    ngram = next((candidate_document(c, r) for r, c in ranked if c.method == "ngram"), None)
+    return {
+        "schema": PREDICT_SCHEMA,
+        "vocabcheck_version": __version__,
+        "command": command,
+        "target": prediction.target,
+        "device": prediction.device,
+        "dtype": prediction.dtype,
+        "prompts": prediction.prompts,
+        "tokens": prediction.tokens,
+        "source": prediction.source,
+        "batch_size": prediction.batch_size,
+        "k_values": list(prediction.k_values),
+        "temperatures": list(prediction.temperatures),
+        "seconds": prediction.seconds,
+        "drafts": [candidate_document(c, r) for r, c in ranked if c.method == "draft"],
+        "ngram": ngram,
+    }
+
+
+def predict_markdown(prediction: Prediction, *, command: str) -> str:
+    lines = ["# vocabcheck predict", "", f"- target: `{escape(prediction.target)}`", f"- {_settings(prediction)}",
+             f"- command: `{escape(command)}`", "", "## Ranking (greedy)", "",
+             "| rank | candidate | best k | acceptance | mean accepted length | accepted tokens | predicted speedup |",
+             "|---|---|---|---|---|---|---|"]
+    for rank, candidate in enumerate(prediction.candidates, start=1):
+        best = candidate.best
+        if best is None:
+            lines.append(f"| {rank} | {escape(_name(candidate))} | — | — | — | — | "
+                         f"{escape(candidate.refused or 'not predicted')} |")
+            continue
+        lines.append(f"| {rank} | {escape(_name(candidate))} | {best.k} | {best.counts.acceptance_rate:.1%} | "
+                     f"{best.counts.mean_accepted_length:.2f} | {best.counts.accepted:.0f} | "
+                     f"{_speedup(best.speedup)} |")
+    for temperature in (None, *prediction.temperatures):
+        label = "greedy" if temperature is None else f"temperature {temperature:g} (expected)"
+        lines += ["", f"## Predicted speedup (mean accepted length) per k, {label}", "",
+                  "| candidate | " + " | ".join(f"k={k}" for k in prediction.k_values) + " |",
+                  "|---|" + "---|" * len(prediction.k_values)]
+        for candidate in prediction.candidates:
+            rows = _per_k(candidate, temperature)
+            if rows:
+                lines.append(f"| {escape(_name(candidate))} | " + " | ".join(_cell(p) for p in rows) + " |")
+    lines += ["", "![Predicted speedup against k](speedup.png)", ""]
+    return document(lines)
+
+
+def check_destination(directory: Path | None) -> None:
+    """Refuse a ``--report`` directory that cannot be written, before anything runs (exit code 2)."""
+    _check(directory, REPORT_FILES)
+
+
+def write_report(directory: Path, prediction: Prediction, *, command: str) -> list[Path]:
+    """predict.md, predict.json and speedup.png, each rendered first, then written atomically."""
+    import json
+
+    files = {"predict.md": predict_markdown(prediction, command=command),
+             "predict.json": json.dumps(predict_document(prediction, command=command), indent=2) + "\n",
+             "speedup.png": _chart(prediction)}
+    return write_files(Path(directory), files, "the prediction report")
+
+
+def _chart(prediction: Prediction) -> bytes:
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for candidate in prediction.candidates:
+        points = [(p.k, p.speedup) for p in candidate.greedy if p.speedup is not None]
+        if points:
+            axis.plot([k for k, _ in points], [s for _, s in points], marker="o", label=_name(candidate))
+    axis.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    axis.set_xlabel("k (tokens proposed per step)")
+    axis.set_ylabel("predicted speedup over plain decoding")
+    axis.set_title(f"Predicted speedup, greedy ({prediction.device}, batch {prediction.batch_size})")
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend()
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110)
+    plt.close(figure)
+    return buffer.getvalue()
