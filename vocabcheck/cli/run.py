@@ -112,6 +112,6 @@ def _unused_knobs(options) -> list[str]:
 
 
 def _warn(text: str) -> None:
-    from ..render.text import printable
+    from ..text import printable
 
     print(f"warning: {printable(' '.join(text.split()))}", file=sys.stderr)

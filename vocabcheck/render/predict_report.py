@@ -15,7 +15,7 @@ from ..predict.result import Candidate, KPrediction, Prediction
 from .bench_report import check_destination as _check, write_files
 from .data import PREDICT_SCHEMA
 from .markdown import document, escape
-from .text import printable
+from ..text import printable
 
 REPORT_FILES = ("predict.md", "predict.json", "speedup.png")
 
