@@ -59,3 +59,54 @@ def test_row6_json_escapes_c1_controls_and_bidi_overrides_on_stdout_and_in_files
     assert json.loads(out) == json.loads(written)
     code, out, _ = cli("inspect", draft, "--json")
     assert code == 0 and not any(c in out for c in RAW)
+
+
+# --- row 7: output paths that are not regular files ---------------------------------------------------------------
+
+
+def special_files(directory: Path) -> list[tuple[Path, int]]:
+    """A FIFO and a listening Unix socket (each (path, file type)); the socket object stays open for the test."""
+    import socket
+
+    fifo = directory / "fifo"
+    os.mkfifo(fifo)
+    sock = directory / "sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(sock))
+    special_files.keep = server  # type: ignore[attr-defined]  # closed with the process; the node is what matters
+    return [(fifo, stat.S_IFIFO), (sock, stat.S_IFSOCK)]
+
+
+def test_row7_writers_refuse_a_fifo_or_a_socket_and_leave_it_in_place(cli, tmp_path):
+    target, draft = pair(tmp_path)
+    manifest = tmp_path / "gate.toml"
+    manifest.write_text(f'[[pair]]\ntarget = "{target}"\ndraft = "{draft}"\nexpect = "incompatible"\n')
+    for path, kind in special_files(tmp_path):
+        for argv in (["compare", target, draft, "--no-probe", "--json-file", path],
+                     ["compare", target, draft, "--no-probe", "--markdown", path],
+                     ["gate", manifest, "--junit", path], ["gate", manifest, "--markdown", path],
+                     ["gate", manifest, "--json-file", path]):
+            code, _, err = cli(*argv)
+            assert code == 2, (argv, err)
+            line = one_line(err)
+            assert str(path) in line and "not a regular file" in line, line
+            assert stat.S_IFMT(os.lstat(path).st_mode) == kind, argv  # still the FIFO / the socket
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_row7_json_file_naming_standard_output_writes_through_to_it(tmp_path):
+    """``--json-file /dev/stdout`` (here a link of the test's own to /proc/self/fd/1, so that a writer that replaces
+    the link harms nothing outside the test) writes the document to standard output and leaves the link."""
+    import subprocess
+    import sys
+
+    target, draft = pair(tmp_path)
+    stdout = tmp_path / "stdout"
+    stdout.symlink_to("/proc/self/fd/1")
+    done = subprocess.run([sys.executable, "-m", "vocabcheck", "compare", target, draft, "--no-probe",
+                           "--json-file", stdout], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode in (0, 1), done.stderr
+    document, _ = json.JSONDecoder().raw_decode(done.stdout, done.stdout.index("{\n"))  # beside the terminal report
+    assert document["schema"] == "vocabcheck.compare/1"
+    assert stdout.is_symlink()
