@@ -110,3 +110,29 @@ def test_row7_json_file_naming_standard_output_writes_through_to_it(tmp_path):
     document, _ = json.JSONDecoder().raw_decode(done.stdout, done.stdout.index("{\n"))  # beside the terminal report
     assert document["schema"] == "vocabcheck.compare/1"
     assert stdout.is_symlink()
+
+
+# --- row 5: thousands of tokens that decode to the same bytes ------------------------------------------------------
+
+
+def test_row5_the_duplicate_id_list_is_capped_in_the_message_and_the_json(cli, tmp_path):
+    """2,000 draft tokens 'a0000'..'a1999' that a decoder deleting every digit turns into 'a': the finding names the
+    count and the first few ids, in every view, as other findings do."""
+    digits = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": str(d)}, "content": ""}
+                                               for d in range(10)] + [{"type": "Fuse"}]}
+    target, draft = pair(tmp_path, tokens=LETTERS + [f"a{n:04d}" for n in range(2000)], decoder=digits)
+    code, out, err = cli("compare", target, draft, "--no-probe", "--json")
+    assert code in (0, 1), err
+    document = json.loads(out)
+    finding = next(f for f in document["findings"] if f["code"] == "translation.intersection")
+    assert "2,000 draft tokens repeat the bytes of another" in finding["message"]
+    assert "(and 1,996 more)" in finding["message"] and ", 1500," not in finding["message"]
+    assert len(finding["message"]) < 1000
+    first = document["translation"]["duplicates"]["draft"]["first"][0]
+    assert first["id_count"] == 2001 and len(first["ids"]) == 20 and first["ids"][0] == 0
+    for view in (["compare", target, draft, "--no-probe"], ["compare", target, draft, "--no-probe", "--markdown",
+                                                             tmp_path / "report.md"]):
+        code, out, err = cli(*view)
+        assert code in (0, 1), err
+        text = out + ((tmp_path / "report.md").read_text() if "--markdown" in view else "")
+        assert ", 1500," not in text and "1,996" in text

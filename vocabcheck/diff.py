@@ -433,7 +433,8 @@ def _translation_finding(translation: Translation) -> Finding:
     if duplicates:
         message += "; " + "; ".join(
             f"{sum(len(ids) - 1 for _, ids in found):,} {side} tokens repeat the bytes of another (first: "
-            f"{describe_bytes(found[0][0])} is ids {', '.join(map(str, found[0][1]))})" for side, found in duplicates)
+            f"{describe_bytes(found[0][0])} is ids {', '.join(map(str, found[0][1][:SHOW]))}{_more(found[0][1])})"
+            for side, found in duplicates)
     return Finding("translation.intersection", Severity.INFO, message,
                    {"translatable": True, "shared_tokens": translation.shared_tokens,
                     "target_share": translation.target_share, "draft_share": translation.draft_share,

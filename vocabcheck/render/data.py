@@ -165,8 +165,8 @@ def translation_document(translation) -> dict[str, Any] | None:
             "first": [{"id": i, "token": token} for i, token in unreachable_examples(translation, 20)],
         },
         "duplicates": {side: {"count": sum(len(ids) - 1 for _, ids in found),
-                              "first": [{"hex": value.hex(), "text": _text(value), "ids": list(ids)}
-                                        for value, ids in found[:20]]}
+                              "first": [{"hex": value.hex(), "text": _text(value), "ids": list(ids[:20]),
+                                         "id_count": len(ids)} for value, ids in found[:20]]}
                        for side, found in (("target", inter.target_duplicates), ("draft", inter.draft_duplicates))},
     }
 
