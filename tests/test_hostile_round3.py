@@ -136,3 +136,42 @@ def test_row5_the_duplicate_id_list_is_capped_in_the_message_and_the_json(cli, t
         assert code in (0, 1), err
         text = out + ((tmp_path / "report.md").read_text() if "--markdown" in view else "")
         assert ", 1500," not in text and "1,996" in text
+
+
+# --- row 9: model settings the tokenizers library refuses, without the probe ---------------------------------------
+
+
+def unigram_tokenizer(path: Path, unk_id) -> Path:
+    document = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None,
+                "post_processor": None, "decoder": {"type": "Fuse"},
+                "model": {"type": "Unigram", "unk_id": unk_id, "byte_fallback": False,
+                          "vocab": [[token, -1.0 - i] for i, token in enumerate(LETTERS)]}}
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("kind, value, words", [
+    ("dropout", 5, ["Dropout should be between 0 and 1"]),
+    ("dropout", -0.5, ["Dropout should be between 0 and 1"]),
+    ("dropout", "x", ["invalid type", "f32"]),
+    ("unk_id", 10**6, ["unk_id 1,000,000", "28 pieces"]),
+    ("unk_id", -1, ["unk_id -1 is", "28 pieces"]),
+    ("unk_id", "x", ["invalid type", "usize"]),
+])
+def test_row9_model_settings_the_library_refuses_are_refused_without_the_probe(cli, tmp_path, kind, value, words):
+    if kind == "dropout":
+        bad = tiny_tokenizer(tmp_path / "bad.json", LETTERS, model={"dropout": value})
+    else:
+        bad = unigram_tokenizer(tmp_path / "bad.json", value)
+    good = tiny_tokenizer(tmp_path / "good.json", LETTERS + ["ab"])
+    out = tmp_path / "aligned"
+    for argv in (["inspect", bad], ["inspect", bad, "--json"], ["compare", good, bad, "--no-probe"],
+                 ["compare", bad, good, "--no-probe", "--json"], ["compare", good, bad],
+                 ["align", good, bad, "--out", out, "--no-probe"]):
+        code, _, err = cli(*argv)
+        assert code == 2, (argv, err)
+        line = one_line(err)
+        assert str(bad) in line and "cannot load this tokenizer" in line, line
+        for word in words:
+            assert word in line, line
+    assert not out.exists()
