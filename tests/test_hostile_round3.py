@@ -175,3 +175,31 @@ def test_row9_model_settings_the_library_refuses_are_refused_without_the_probe(c
         for word in words:
             assert word in line, line
     assert not out.exists()
+
+
+# --- row 13: Ctrl-C in the first moments of start-up ---------------------------------------------------------------
+
+EARLY_SIGNAL = """
+import os, runpy, signal, sys
+when = sys.argv[1]
+def arrive(event, args):  # Ctrl-C at the moment the named module starts to import
+    if event == "import" and args[0] == when:
+        os.kill(os.getpid(), signal.SIGINT)
+sys.addaudithook(arrive)
+sys.argv = ["vocabcheck", "--version"]
+runpy.run_module("vocabcheck", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("module", ["vocabcheck.interrupts", "typer", "vocabcheck.cli.app"])
+def test_row13_ctrl_c_during_start_up_is_exit_130_and_one_line(tmp_path, module):
+    """The signal arrives while ``python -m vocabcheck`` imports ``module``: from the command line's first instruction
+    on, that is exit code 130 and the line 'interrupted', never a traceback."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", EARLY_SIGNAL, module], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert done.stderr == "interrupted\n", done.stderr
