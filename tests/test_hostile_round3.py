@@ -203,3 +203,74 @@ def test_row13_ctrl_c_during_start_up_is_exit_130_and_one_line(tmp_path, module)
                           cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(root)})
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert done.stderr == "interrupted\n", done.stderr
+
+
+# --- rows 1-3: decoder steps that cost more than the vocabulary's size ---------------------------------------------
+
+
+def compare_json(cli, target: Path, draft: Path, *more) -> dict:
+    code, out, err = cli("compare", target, draft, "--json", *more)
+    assert code in (0, 1), err
+    return json.loads(out)
+
+
+def test_row1_a_strip_of_10_to_the_18_characters_strips_at_most_the_token(tmp_path):
+    """Strip('x', start=10¹⁸) before a Fuse (the tokenizers library takes any usize): each token loses its leading
+    'x's, as the library decodes it, in the time the vocabulary takes. Run as a command with a deadline, since the
+    unbounded loop it replaces never ends."""
+    import subprocess
+    import sys
+
+    strip = {"type": "Sequence", "decoders": [{"type": "Strip", "content": "x", "start": 10**18, "stop": 0},
+                                              {"type": "Fuse"}]}
+    target, draft = pair(tmp_path, tokens=LETTERS + ["xxab", "xcd"], decoder=strip)
+    done = subprocess.run([sys.executable, "-m", "vocabcheck", "compare", target, draft, "--json"],
+                          capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode in (0, 1), done.stderr
+    translation = json.loads(done.stdout)["translation"]
+    # the letters, '▁' and ' ' pair with themselves except 'x' (it strips to nothing); 'xxab' is 'ab', 'xcd' is 'cd'
+    assert translation["translatable"] and translation["shared_tokens"] == 28 - 1 + 2
+    from tokenizers import Tokenizer
+
+    library = Tokenizer.from_file(str(draft))
+    assert [library.decode([i]) for i in (23, 28, 29)] == ["", "ab", "cd"]  # what the library decodes, too
+
+
+def test_row2_a_replacement_that_would_grow_a_token_past_its_budget_is_one_line(cli, tmp_path):
+    huge = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"},
+                                              "content": "X" * 100_000}, {"type": "Fuse"}]}
+    target, draft = pair(tmp_path, tokens=LETTERS + [f"\u2581{n:04d}" for n in range(1000)], decoder=huge)
+    for more in ((), ("--no-probe",), ("--json",)):
+        code, _, err = cli("compare", target, draft, *more)
+        assert code == 2, err
+        line = one_line(err)
+        assert line.startswith(f"error: {draft}: the decoder's Replace '▁' → 'XXXX") and "100,000 characters" in line
+        assert "more than 65,536; VOCABCHECK_MAX_TOKEN_BYTES sets another limit" in line, line
+        assert len(line) < 400
+
+
+def test_row2_a_decoder_that_grows_the_whole_vocabulary_past_its_budget_is_one_line(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("VOCABCHECK_MAX_DECODED_BYTES", "100000")
+    grow = {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"},
+                                              "content": "X" * 1000}, {"type": "Fuse"}]}
+    target, draft = pair(tmp_path, tokens=LETTERS + [f"\u2581{n:04d}" for n in range(200)], decoder=grow)
+    code, _, err = cli("compare", draft, target, "--no-probe")
+    assert code == 2
+    line = one_line(err)
+    assert line.startswith(f"error: {draft}: the decoder makes the vocabulary's tokens more than 100,000 bytes "
+                           "together"), line
+    assert "VOCABCHECK_MAX_DECODED_BYTES" in line
+
+
+def test_row3_a_decoder_of_10_002_steps_is_read_as_untranslatable_not_once_per_step(cli, tmp_path):
+    """A flat Sequence of 10,002 Replace steps over 20,000 tokens: one pass per step was 200 million token
+    replacements; past the step cap the decoder is not read at all, and the reason says so."""
+    steps = [{"type": "Replace", "pattern": {"String": chr(0x4E00 + n)}, "content": "y"} for n in range(10_000)]
+    many = {"type": "Sequence", "decoders": steps + [{"type": "Fuse"}, {"type": "Fuse"}]}
+    target, draft = pair(tmp_path, tokens=LETTERS + [f"t{n:05d}" for n in range(20_000)], decoder=many)
+    document = compare_json(cli, target, draft)
+    translation = document["translation"]
+    assert not translation["translatable"]
+    assert translation["reason"] == ("the draft's tokenizer is not translatable: a decoder of more than 32 steps that "
+                                     "act on each token, more than vocabcheck reads (VOCABCHECK_MAX_DECODER_STEPS "
+                                     "sets another limit)")

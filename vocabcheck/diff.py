@@ -12,13 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import InputError
 from .findings import (  # noqa: F401  (CODES, Finding and Severity are re-exported: they were defined here)
     CODES, SHOW, Finding, Severity, _id_span, _ids, _ids_with_tokens, _merge, _more, _short, _special, _special_json,
     _tok,
 )
 from .probe import ProbeResult, corpus_encoding, run_probe
 from .profile import PIPELINE, ROLES, ModelProfile, TokenizerProfile
-from .translation import Intersection, Translation, describe_bytes, intersect, translate, unreachable_examples
+from .translation import (DecoderTooCostly, Intersection, Translation, describe_bytes, intersect, translate,
+                          unreachable_examples)
 from .vocab import VocabMatch, match_vocab  # noqa: F401  (re-exported: they were defined here)
 
 
@@ -98,8 +100,12 @@ def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = 
     result = None
     if probe and target.fingerprint != draft.fingerprint:
         result = run_probe(corpus_encoding(target.source), corpus_encoding(draft.source))
-    intersection = (intersect(target.tokenizer, draft.tokenizer) if target.fingerprint != draft.fingerprint
-                    else None)
+    try:
+        intersection = (intersect(target.tokenizer, draft.tokenizer) if target.fingerprint != draft.fingerprint
+                        else None)
+    except DecoderTooCostly as exc:  # the one line names the file whose decoder it is
+        source = (target if exc.side == "target" else draft).source
+        raise InputError(exc.problem, source.tokenizer_where) from exc
     return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result, intersection=intersection)
 
 

@@ -207,12 +207,17 @@ def parse_json(data: bytes | str, where: str | Path, what: str, *, strict_number
 
 def max_tokenizer_entries() -> int:
     """The entry limit of a tokenizer.json: :data:`MAX_TOKENIZER_ENTRIES`, or ``VOCABCHECK_MAX_TOKENIZER_ENTRIES``."""
-    value = os.environ.get(TOKENIZER_ENTRIES_ENV, "").strip().replace("_", "").replace(",", "")
+    return cap_from_env(TOKENIZER_ENTRIES_ENV, MAX_TOKENIZER_ENTRIES, "entries")
+
+
+def cap_from_env(name: str, default: int, unit: str) -> int:
+    """A limit: ``default``, or the positive whole number the environment variable ``name`` holds (``_`` and ``,``
+    may group its digits); anything else there is one line, exit code 2."""
+    value = os.environ.get(name, "").strip().replace("_", "").replace(",", "")
     if not value:
-        return MAX_TOKENIZER_ENTRIES
+        return default
     if not value.isdigit() or int(value) < 1:
-        raise VocabcheckError(f"{TOKENIZER_ENTRIES_ENV} must be a positive whole number of entries, not "
-                              f"{os.environ[TOKENIZER_ENTRIES_ENV]!r}"[:200])
+        raise VocabcheckError(f"{name} must be a positive whole number of {unit}, not {os.environ[name]!r}"[:200])
     return int(value)
 
 
