@@ -274,3 +274,74 @@ def test_row3_a_decoder_of_10_002_steps_is_read_as_untranslatable_not_once_per_s
     assert translation["reason"] == ("the draft's tokenizer is not translatable: a decoder of more than 32 steps that "
                                      "act on each token, more than vocabcheck reads (VOCABCHECK_MAX_DECODER_STEPS "
                                      "sets another limit)")
+
+
+# --- row 4: a normalizer that inflates every text -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("in_worker", [False, True])
+def test_row4_a_normalizer_prepending_100_000_characters_is_refused_after_one_short_text(cli, tmp_path, monkeypatch,
+                                                                                          in_worker):
+    """Prepend of 100,000 characters (a 100 KB file): every probe text would encode to 100,000 tokens or more; the
+    first (shortest) text that does is one line, in this process or in the compare worker (which then stops)."""
+    from vocabcheck import probe
+
+    if in_worker:
+        monkeypatch.setattr(probe, "WORKER_MIN_CHARS", 0)
+    prepend = {"type": "Prepend", "prepend": "a" * 100_000}
+    target, draft = pair(tmp_path, normalizer=prepend)
+    code, _, err = cli("compare", target, draft)
+    assert code == 2, err
+    line = one_line(err)
+    assert line.startswith(f"error: {draft}: the tokenizer encodes a 1-character probe text ' ' to 100,001 tokens, "
+                           "more than the 272 the probe allows"), line
+
+
+# --- row 12: the compare worker dies with compare, and has a deadline ---------------------------------------------
+
+STAND_IN_PARENT = """
+import sys
+from vocabcheck import probe
+probe._WORKER = probe._DIES_WITH_PARENT + "import signal\\nsignal.pause()\\n"
+job = probe._CorpusJob("{}")
+print(job._process.pid, flush=True)
+print(job.result(), flush=True)
+"""
+
+
+def stand_in_parent(env: dict):
+    """A Python process that starts a compare worker running the worker's real start-up and then blocking forever
+    (a stand-in for a long encoding); it prints the worker's pid, then what ``result()`` returns."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", STAND_IN_PARENT], stdout=subprocess.PIPE, text=True,
+                            cwd=Path(__file__).resolve().parents[1], env={**os.environ, **env})
+
+
+def test_row12_the_compare_worker_dies_when_compare_is_killed(tmp_path):
+    import select
+    import signal
+
+    parent = stand_in_parent({})
+    worker = int(parent.stdout.readline())
+    watch = os.pidfd_open(worker)  # readable when the worker ends
+    try:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        ended, _, _ = select.select([watch], [], [], 120)
+        assert ended, "the worker outlived its parent by two minutes"
+    finally:
+        os.close(watch)
+        try:
+            os.kill(worker, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_row12_a_compare_worker_past_its_deadline_is_stopped_and_not_used():
+    parent = stand_in_parent({"VOCABCHECK_PROBE_WORKER_TIMEOUT": "1"})
+    worker = int(parent.stdout.readline())
+    assert parent.stdout.readline() == "None\n"  # no encodings: compare builds the tokenizer itself
+    assert parent.wait(timeout=120) == 0
+    assert not os.path.exists(f"/proc/{worker}") or "zombie" in Path(f"/proc/{worker}/status").read_text().lower()

@@ -84,7 +84,7 @@ class ModelSource:
         """
         from tokenizers import Tokenizer
 
-        from ..probe import SMOKE_TEXTS
+        from ..probe import SMOKE_TEXTS, EncodingTooLarge, bounded_encodings
 
         where = self.tokenizer_where
         try:
@@ -100,8 +100,10 @@ class ModelSource:
         tokenizer.no_truncation()
         try:
             with panic_output_dropped():
-                for encoding in tokenizer.encode_batch(list(SMOKE_TEXTS), add_special_tokens=True):
+                for encoding in bounded_encodings(tokenizer, SMOKE_TEXTS, add_special_tokens=True):
                     tokenizer.decode(encoding.ids, skip_special_tokens=True)
+        except EncodingTooLarge as exc:
+            raise InputError(exc.problem, where) from exc
         except BaseException as exc:
             if not library_failure(exc):
                 raise
