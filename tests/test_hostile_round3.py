@@ -345,3 +345,32 @@ def test_row12_a_compare_worker_past_its_deadline_is_stopped_and_not_used():
     assert parent.stdout.readline() == "None\n"  # no encodings: compare builds the tokenizer itself
     assert parent.wait(timeout=120) == 0
     assert not os.path.exists(f"/proc/{worker}") or "zombie" in Path(f"/proc/{worker}/status").read_text().lower()
+
+
+# --- row 8: a GGUF vocabulary past the entry cap ------------------------------------------------------------------
+
+
+def gguf_with_tokens(path: Path, tokens: list[bytes]) -> Path:
+    """A GGUF v3 header of no tensors whose only metadata is the token array (raw bytes, as written)."""
+    import struct
+
+    key = b"tokenizer.ggml.tokens"
+    body = struct.pack("<Q", len(key)) + key + struct.pack("<IIQ", 9, 8, len(tokens))
+    body += b"".join(struct.pack("<Q", len(t)) + t for t in tokens)
+    path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + body)
+    return path
+
+
+def test_row8_a_gguf_token_array_past_the_entry_cap_is_refused_from_its_count(cli, tmp_path, monkeypatch):
+    """1,001 tokens against a cap of 1,000 (the real case: 10 million tokens against 3 million): refused from the
+    array's count, before any string is read. The token past the cap is not UTF-8, so reading the strings first
+    would give another error."""
+    monkeypatch.setenv("VOCABCHECK_MAX_TOKENIZER_ENTRIES", "1000")
+    path = gguf_with_tokens(tmp_path / "many.gguf", [b"t%d" % n for n in range(1000)] + [b"\xff"])
+    for argv in (["inspect", path], ["compare", path, path, "--no-probe"]):
+        code, _, err = cli(*argv)
+        assert code == 2, err
+        line = one_line(err)
+        assert line.startswith(f"error: {path}: GGUF tokenizer.ggml.tokens holds 1,001 elements, more than the "
+                               "1,000 tokenizer entries vocabcheck reads"), line
+        assert "VOCABCHECK_MAX_TOKENIZER_ENTRIES raises it" in line
