@@ -374,3 +374,39 @@ def test_row8_a_gguf_token_array_past_the_entry_cap_is_refused_from_its_count(cl
         assert line.startswith(f"error: {path}: GGUF tokenizer.ggml.tokens holds 1,001 elements, more than the "
                                "1,000 tokenizer entries vocabcheck reads"), line
         assert "VOCABCHECK_MAX_TOKENIZER_ENTRIES raises it" in line
+
+
+# --- row 10: gate and matrix memory grows with the models, not the pairs -------------------------------------------
+
+
+def test_row10_a_gate_over_many_pairs_of_two_models_keeps_no_per_pair_tables(tmp_path):
+    """The same two 20,000-token tokenizers (the same tokens at other ids, so every pair is translated) listed 2 and
+    12 times: the ten more pairs retain a few kilobytes each (their findings), not their translation tables."""
+    import tracemalloc
+
+    from vocabcheck.gate import gate
+
+    target = tiny_tokenizer(tmp_path / "target.json", LETTERS + [f"t{n:05d}" for n in range(20_000)])
+    draft = tiny_tokenizer(tmp_path / "draft.json", LETTERS + [f"t{n:05d}" for n in reversed(range(20_000))])
+    for path in (target, draft):  # an added token both have: the pair's id map is its own, not the intersection's
+        document = json.loads(path.read_text())
+        document["added_tokens"] = [{"id": 20_028, "content": "<eos>", "special": True}]
+        path.write_text(json.dumps(document))
+
+    def retained(pairs: int) -> tuple[int, object]:
+        manifest = tmp_path / f"gate-{pairs}.toml"
+        manifest.write_text("".join(f'[[pair]]\nname = "p{n}"\ntarget = "{target}"\ndraft = "{draft}"\n'
+                                    'expect = "incompatible"\n' for n in range(pairs)))
+        tracemalloc.start()
+        try:
+            report = gate(manifest, probe=False)
+            return tracemalloc.get_traced_memory()[0], report
+        finally:
+            tracemalloc.stop()
+
+    retained(2)  # profiles and the tokenizer-level diff are cached for the process: both runs below reuse them
+    few, _ = retained(2)
+    many, report = retained(12)
+    assert report.exit_code == 0 and len(report.results) == 12
+    per_pair = (many - few) / 10
+    assert per_pair < 100_000, f"{per_pair:,.0f} bytes retained per pair"
