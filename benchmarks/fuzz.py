@@ -50,6 +50,7 @@ DEFAULT_COUNTS = {
     "slow-tokenizer": 4_000,
     "tokenizer-full": 600,
     "gguf-full": 400,
+    "tokenizer-pipeline": 8_000,
 }
 
 # Crashes found while the fuzz suite was built, and where each was fixed; kept here so that the report lists them.

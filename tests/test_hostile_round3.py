@@ -244,8 +244,8 @@ def test_row2_a_replacement_that_would_grow_a_token_past_its_budget_is_one_line(
         code, _, err = cli("compare", target, draft, *more)
         assert code == 2, err
         line = one_line(err)
-        assert line.startswith(f"error: {draft}: the decoder's Replace '▁' → 'XXXX") and "100,000 characters" in line
-        assert "more than 65,536; VOCABCHECK_MAX_TOKEN_BYTES sets another limit" in line, line
+        assert line.startswith(f"error: {draft}: the decoder could make a 5-character token 500,000 characters "
+                               "long, more than 65,536; VOCABCHECK_MAX_TOKEN_BYTES sets another limit"), line
         assert len(line) < 400
 
 
@@ -410,3 +410,28 @@ def test_row10_a_gate_over_many_pairs_of_two_models_keeps_no_per_pair_tables(tmp
     assert report.exit_code == 0 and len(report.results) == 12
     per_pair = (many - few) / 10
     assert per_pair < 100_000, f"{per_pair:,.0f} bytes retained per pair"
+
+
+# --- rows 2-4: growth that compounds over steps is refused before the tokenizers library runs it (found by fuzzing)
+
+
+@pytest.mark.parametrize("component, steps, words", [
+    ("decoder", [{"type": "Replace", "pattern": {"String": "a"}, "content": "a" * 1000}] * 10,
+     ["the decoder could make a", "about 10^30 characters long", "VOCABCHECK_MAX_TOKEN_BYTES"]),
+    ("decoder", [{"type": "BPEDecoder", "suffix": ""}] * 200,
+     ["the decoder could make a", "more than 65,536"]),
+    ("normalizer", [{"type": "Replace", "pattern": {"String": "a"}, "content": "a" * 1000}] * 10,
+     ["the normalizer could make a 128-character text", "VOCABCHECK_MAX_NORMALIZED_CHARS"]),
+])
+def test_row2_steps_whose_growth_compounds_are_refused_from_the_steps_alone(cli, tmp_path, component, steps, words):
+    """Ten Replace steps of 'a' by 1,000 'a's (a 100 KB file) would make the library build 10³⁰ characters when it
+    decodes (or normalizes) the probe's first text: refused from the steps, in every command."""
+    key = "decoders" if component == "decoder" else "normalizers"
+    target, draft = pair(tmp_path, **{component: {"type": "Sequence", key: steps}})
+    for argv in (["inspect", draft], ["compare", target, draft], ["compare", draft, target, "--no-probe"]):
+        code, _, err = cli(*argv)
+        assert code == 2, (argv, err)
+        line = one_line(err)
+        assert line.startswith(f"error: {draft}: "), line
+        for word in words:
+            assert word in line, line

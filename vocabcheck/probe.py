@@ -218,7 +218,7 @@ class _CorpusJob:
     def result(self) -> Encoded | None:
         """The encodings, or None where the worker failed or did not finish within its deadline (then it is
         stopped)."""
-        from .sources.base import cap_from_env
+        from .limits import cap_from_env
 
         self._talk.join(cap_from_env(WORKER_DEADLINE_ENV, WORKER_DEADLINE, "seconds"))
         if self._talk.is_alive():

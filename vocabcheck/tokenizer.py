@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any
 
 from .errors import InputError, library_failure, panic_output_dropped
+from .limits import check_pipeline_growth
 
 PIPELINE = ("normalizer", "pre_tokenizer", "post_processor", "decoder")
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -196,6 +197,7 @@ def profile_tokenizer(document: Mapping[str, Any], where: str, *, check: bool = 
             tokens.extend([None] * (token.id + 1 - len(tokens)))
         tokens[token.id] = token.content
 
+    check_pipeline_growth(document, max(map(len, filter(None, tokens)), default=0), where)  # before the library
     pipeline, prefix_ids, suffix_ids = _canonical_pipeline(document, where)
     parts = {
         "model": _digest(json.dumps({"type": model_type, **params}, sort_keys=True)),

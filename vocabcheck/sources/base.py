@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, SourceNotFound, VocabcheckError, library_failure, panic_output_dropped
+from ..limits import cap_from_env
 
 # Size caps, checked before a file is read into memory. Real tokenizer.json files reach ~35 MB (Gemma 3), real
 # tokenizer_config.json files a few MB (256k added_tokens_decoder entries).
@@ -210,17 +211,6 @@ def parse_json(data: bytes | str, where: str | Path, what: str, *, strict_number
 def max_tokenizer_entries() -> int:
     """The entry limit of a tokenizer.json: :data:`MAX_TOKENIZER_ENTRIES`, or ``VOCABCHECK_MAX_TOKENIZER_ENTRIES``."""
     return cap_from_env(TOKENIZER_ENTRIES_ENV, MAX_TOKENIZER_ENTRIES, "entries")
-
-
-def cap_from_env(name: str, default: int, unit: str) -> int:
-    """A limit: ``default``, or the positive whole number the environment variable ``name`` holds (``_`` and ``,``
-    may group its digits); anything else there is one line, exit code 2."""
-    value = os.environ.get(name, "").strip().replace("_", "").replace(",", "")
-    if not value:
-        return default
-    if not value.isdigit() or int(value) < 1:
-        raise VocabcheckError(f"{name} must be a positive whole number of {unit}, not {os.environ[name]!r}"[:200])
-    return int(value)
 
 
 def check_entries(text: str, where: str | Path, what: str, limit: int) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..profile import TokenizerProfile
-from ..sources.base import cap_from_env
+from ..limits import TOKEN_BYTES_ENV, cap_from_env, max_token_bytes
 
 # ByteFallback turns a token of exactly six bytes "<0x" + two characters u8::from_str_radix reads in base 16 + ">"
 # into that byte (Rust's from_str_radix accepts a leading "+", so "<0x+A>" is byte 0x0A).
@@ -26,18 +26,12 @@ Step = tuple  # ("replace", old, new) | ("byte-fallback",) | ("byte-level",) | (
 # (docs/hostile-input.md). Real decoders have up to ~6 steps and tokens of up to a few hundred bytes.
 MAX_DECODER_STEPS = 32
 DECODER_STEPS_ENV = "VOCABCHECK_MAX_DECODER_STEPS"
-MAX_TOKEN_BYTES = 65_536
-TOKEN_BYTES_ENV = "VOCABCHECK_MAX_TOKEN_BYTES"
 MAX_DECODED_BYTES = 256 * 1024 * 1024
 DECODED_BYTES_ENV = "VOCABCHECK_MAX_DECODED_BYTES"
 
 
 def max_decoder_steps() -> int:
     return cap_from_env(DECODER_STEPS_ENV, MAX_DECODER_STEPS, "steps")
-
-
-def max_token_bytes() -> int:
-    return cap_from_env(TOKEN_BYTES_ENV, MAX_TOKEN_BYTES, "bytes")
 
 
 def max_decoded_bytes() -> int:
