@@ -65,15 +65,14 @@ def test_row6_json_escapes_c1_controls_and_bidi_overrides_on_stdout_and_in_files
 
 
 def special_files(directory: Path) -> list[tuple[Path, int]]:
-    """A FIFO and a listening Unix socket (each (path, file type)); the socket object stays open for the test."""
+    """A FIFO and a Unix socket's node (each (path, file type))."""
     import socket
 
     fifo = directory / "fifo"
     os.mkfifo(fifo)
     sock = directory / "sock"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(sock))
-    special_files.keep = server  # type: ignore[attr-defined]  # closed with the process; the node is what matters
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(str(sock))  # the node stays when the socket is closed
     return [(fifo, stat.S_IFIFO), (sock, stat.S_IFSOCK)]
 
 
