@@ -281,18 +281,19 @@ def test_row3_a_decoder_of_10_002_steps_is_read_as_untranslatable_not_once_per_s
 @pytest.mark.parametrize("in_worker", [False, True])
 def test_row4_a_normalizer_prepending_100_000_characters_is_refused_after_one_short_text(cli, tmp_path, monkeypatch,
                                                                                           in_worker):
-    """Prepend of 100,000 characters (a 100 KB file): every probe text would encode to 100,000 tokens or more; the
-    first (shortest) text that does is one line, in this process or in the compare worker (which then stops)."""
+    """Prepend of 50,000 characters (under the normalizer's growth cap; the issue's 1 M is over it): every probe text
+    would encode to 50,000 tokens or more; the first (shortest) text that does is one line, in this process or in the
+    compare worker (which then stops)."""
     from vocabcheck import probe
 
     if in_worker:
         monkeypatch.setattr(probe, "WORKER_MIN_CHARS", 0)
-    prepend = {"type": "Prepend", "prepend": "a" * 100_000}
+    prepend = {"type": "Prepend", "prepend": "a" * 50_000}
     target, draft = pair(tmp_path, normalizer=prepend)
     code, _, err = cli("compare", target, draft)
     assert code == 2, err
     line = one_line(err)
-    assert line.startswith(f"error: {draft}: the tokenizer encodes a 1-character probe text ' ' to 100,001 tokens, "
+    assert line.startswith(f"error: {draft}: the tokenizer encodes a 1-character probe text ' ' to 50,001 tokens, "
                            "more than the 272 the probe allows"), line
 
 

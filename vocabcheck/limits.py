@@ -14,7 +14,7 @@ from .errors import InputError, VocabcheckError
 # ten times over, would otherwise make the library build 10³⁰ characters.
 MAX_TOKEN_BYTES = 65_536
 TOKEN_BYTES_ENV = "VOCABCHECK_MAX_TOKEN_BYTES"
-MAX_NORMALIZED_CHARS = 1_000_000
+MAX_NORMALIZED_CHARS = 65_536
 NORMALIZED_CHARS_ENV = "VOCABCHECK_MAX_NORMALIZED_CHARS"
 LONGEST_PROBE_TEXT = 128  # characters; the probe's texts are shorter
 
