@@ -59,10 +59,9 @@ def measure(name: str, directory: Path, device, dtype, repeat: int) -> dict:
     the check: its first call on this model, and the median of ``repeat`` more."""
     from vocabcheck.decode.cache_check import cache_problem
     from vocabcheck.decode.loading import load_model
-    from vocabcheck.profile import build_profile
-    from vocabcheck.sources import open_model
+    from vocabcheck.profile import profile_of
 
-    profile = build_profile(open_model(str(directory)))
+    profile = profile_of(str(directory))
     load_model(profile, device, dtype)  # dropped at once: the second load is the one timed
     began = _now(device)
     model = load_model(profile, device, dtype)

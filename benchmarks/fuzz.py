@@ -50,6 +50,7 @@ DEFAULT_COUNTS = {
     "slow-tokenizer": 4_000,
     "tokenizer-full": 600,
     "gguf-full": 400,
+    "tokenizer-pipeline": 8_000,
 }
 
 # Crashes found while the fuzz suite was built, and where each was fixed; kept here so that the report lists them.
@@ -127,6 +128,11 @@ FIXED: list[tuple[str, str, str, str]] = [
     ("security test: any tokenizer.json read", "`read_capped` asked for limit + 1 bytes: a 256 MB allocation for a "
      "5 MB file", "read the size stat saw, plus one byte", "test_security::test_json_files_over_their_cap_are_"
      "refused_without_being_read (tracemalloc peak)"),
+    ("fuzzer (tokenizer-pipeline, issue #23): a decoder of chained Replace 'a' → 'abab…' steps, or of 10,002 "
+     "BPEDecoders with an empty suffix", "the tokenizers library's decode of the probe's smoke texts grows each token "
+     "exponentially (3 GB, SIGABRT; 20 GB, killed)", "`limits.check_pipeline_growth` bounds the normalizer's and the "
+     "decoder's growth from their steps before the library loads the file", "test_hostile_round3::test_row2_steps_"
+     "whose_growth_compounds_are_refused_from_the_steps_alone"),
 ]
 
 

@@ -23,7 +23,7 @@ from tests.support.fuzz_targets import TARGETS
 from tests.support.fuzz_worker import Worker
 from vocabcheck.cli import main
 
-# inputs per target in the short run (1,096 in all, about 30 s on two cores)
+# inputs per target in the short run (1,156 in all, about 30 s on two cores)
 SHORT_RUN = {
     "tokenizer-small": 300,
     "configs": 200,
@@ -34,6 +34,7 @@ SHORT_RUN = {
     "pytorch-bin": 80,
     "gguf-small": 80,
     "tokenizer-full": 6,
+    "tokenizer-pipeline": 60,
 }
 
 

@@ -2,6 +2,11 @@
 
 Under the command line's signal handlers (:mod:`vocabcheck.interrupts`) a signal cannot cut short the cleanup of a
 temporary file or the renames that replace a directory: it is raised when they are done.
+
+A writer never replaces what is not a regular file: a FIFO, a device node or a socket at the path is refused with
+:class:`NotARegularFile` (an ``OSError``), and left as it was. The one exception is the process's own standard output
+or error (``/dev/stdout``, ``/dev/fd/2``, ``/proc/self/fd/1``: the same file as descriptor 1 or 2), which is what a
+user means by such a path: the data is written through to that descriptor.
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,9 +24,18 @@ from pathlib import Path
 from .interrupts import deferred
 
 
+class NotARegularFile(OSError):
+    """The path holds a FIFO, a device node or a socket, which a writer does not replace."""
+
+
 def write_bytes(path: str | Path, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same directory and an atomic rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same directory and an atomic rename; to the
+    process's standard output or error when ``path`` names it; :class:`NotARegularFile` for another special file."""
     path = Path(path)
+    stream = _standard_stream(path)
+    if stream is not None:
+        _write_through(stream, data)
+        return path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -80,6 +96,42 @@ def directory(path: str | Path, *, replace: bool = True) -> Iterator[Path]:
         with deferred():
             shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def _standard_stream(path: Path) -> int | None:
+    """1 or 2 when ``path`` is this process's standard output or error; ``None`` for a regular file, a directory or
+    nothing; :class:`NotARegularFile` for any other kind of file."""
+    try:
+        found = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for fd in (1, 2):
+        try:
+            stream = os.fstat(fd)
+        except OSError:
+            continue
+        if (stream.st_dev, stream.st_ino) == (found.st_dev, found.st_ino):
+            return fd
+    if stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(found.st_mode)), "not a regular file")
+    raise NotARegularFile(errno.EINVAL, f"is {kind}, not a regular file; vocabcheck writes only regular files "
+                                        "(and /dev/stdout, /dev/stderr)", str(path))
+
+
+def _write_through(fd: int, data: bytes) -> None:
+    for stream in (sys.stdout, sys.stderr):  # what the process printed before comes first
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _umask() -> int:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .errors import InputError
 from .findings import (
     SHOW, Finding, Severity, id_span, ids_text, ids_with_tokens, merge_text, more, short, special_json, special_text,
     token_text,
@@ -19,7 +20,8 @@ from .findings import (
 from .probe import ProbeResult, corpus_encoding, run_probe
 from .profile import ROLES, ModelProfile
 from .tokenizer import PIPELINE, TokenizerProfile
-from .translation import Intersection, Translation, describe_bytes, intersect, translate, unreachable_examples
+from .translation import (DecoderTooCostly, Intersection, Translation, describe_bytes, intersect, translate,
+                          unreachable_examples)
 from .vocab import VocabMatch, match_vocab
 
 
@@ -99,8 +101,12 @@ def diff_tokenizers(target: ModelProfile, draft: ModelProfile, *, probe: bool = 
     result = None
     if probe and target.fingerprint != draft.fingerprint:
         result = run_probe(corpus_encoding(target.source), corpus_encoding(draft.source))
-    intersection = (intersect(target.tokenizer, draft.tokenizer) if target.fingerprint != draft.fingerprint
-                    else None)
+    try:
+        intersection = (intersect(target.tokenizer, draft.tokenizer) if target.fingerprint != draft.fingerprint
+                        else None)
+    except DecoderTooCostly as exc:  # the one line names the file whose decoder it is
+        source = (target if exc.side == "target" else draft).source
+        raise InputError(exc.problem, source.tokenizer_where) from exc
     return TokenizerDiff(vocab=vocab, findings=tuple(findings), probe=result, intersection=intersection)
 
 
@@ -434,7 +440,8 @@ def _translation_finding(translation: Translation) -> Finding:
     if duplicates:
         message += "; " + "; ".join(
             f"{sum(len(ids) - 1 for _, ids in found):,} {side} tokens repeat the bytes of another (first: "
-            f"{describe_bytes(found[0][0])} is ids {', '.join(map(str, found[0][1]))})" for side, found in duplicates)
+            f"{describe_bytes(found[0][0])} is ids {', '.join(map(str, found[0][1][:SHOW]))}{more(found[0][1])})"
+            for side, found in duplicates)
     return Finding("translation.intersection", Severity.INFO, message,
                    {"translatable": True, "shared_tokens": translation.shared_tokens,
                     "target_share": translation.target_share, "draft_share": translation.draft_share,

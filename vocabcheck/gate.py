@@ -257,6 +257,8 @@ def run_gate(manifest: Manifest, *, probe: bool = True) -> GateReport:
             try:
                 comparison = judge(dataclasses.replace(target, spec=pair.target),
                                    dataclasses.replace(draft, spec=pair.draft), probe=probe, cache=cache)
+                if comparison.translation is not None:  # the report needs its findings, not its tables
+                    comparison.translation.drop_tables()
             except VocabcheckError as exc:  # a tokenizer that profiles but that the tokenizers library won't load
                 broken = exc
         if broken is not None:

@@ -116,7 +116,7 @@ def build_matrix(specs: Sequence[str], *, probe: bool = True) -> Matrix:
                                   members=tuple(i for i, p in enumerate(models) if p.fingerprint == fp))
                    for n, fp in enumerate(fingerprints))
     cache = TokenizerDiffCache()
-    cells = tuple(tuple(judge(target, draft, probe=probe, cache=cache) for draft in models) for target in models)
+    cells = tuple(tuple(_judged(target, draft, probe=probe, cache=cache) for draft in models) for target in models)
     return Matrix(models=models, names=_names(models), groups=groups, cells=cells, errors=tuple(errors),
                   probe=probe, tokenizer_diffs=len(cache), seconds=time.perf_counter() - started)
 
@@ -152,3 +152,11 @@ def group_pairs(matrix: Matrix) -> list[GroupPair]:
 
 
 __all__ = ["GroupPair", "Matrix", "ModelError", "TokenizerGroup", "build_matrix", "expand_specs", "group_pairs"]
+
+
+def _judged(target: ModelProfile, draft: ModelProfile, *, probe: bool, cache: TokenizerDiffCache) -> Comparison:
+    """One cell: the comparison without its translation's id tables (the matrix shows verdicts and alignments)."""
+    comparison = judge(target, draft, probe=probe, cache=cache)
+    if comparison.translation is not None:
+        comparison.translation.drop_tables()
+    return comparison

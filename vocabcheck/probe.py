@@ -8,10 +8,13 @@ markup, numbers, emoji and odd whitespace.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from .errors import InputError
 
 CORPUS: tuple[str, ...] = (
     "The quick brown fox jumps over the lazy dog.",
@@ -77,9 +80,37 @@ Encoded = tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]
 
 
 def encode_corpus(tokenizer, corpus: tuple[str, ...] = CORPUS) -> Encoded:
-    """``corpus`` encoded by a `tokenizers.Tokenizer` (no special tokens added)."""
-    encodings = tokenizer.encode_batch(list(corpus), add_special_tokens=False)
+    """``corpus`` encoded by a `tokenizers.Tokenizer` (no special tokens added), each encoding bounded
+    (:func:`bounded_encodings`)."""
+    encodings = bounded_encodings(tokenizer, corpus, add_special_tokens=False)
     return tuple((tuple(e.ids), tuple(e.tokens)) for e in encodings)
+
+
+# What one probe text may encode to: a tokenizer whose normalizer prepends a million characters (or a post-processor
+# that adds as many tokens) would make every text that long. Real tokenizers give a few tokens per character at most
+# (byte fallback: 4), plus the special tokens around a sequence.
+TOKENS_PER_CHARACTER = 16
+TOKENS_PER_TEXT = 256
+
+
+class EncodingTooLarge(InputError):
+    """A probe text encodes to more tokens than :func:`bounded_encodings` allows (the source adds the file)."""
+
+
+def bounded_encodings(tokenizer, texts: Sequence[str], *, add_special_tokens: bool) -> list:
+    """``texts`` encoded one by one, the shortest first, each checked against ``TOKENS_PER_CHARACTER`` × its length
+    + ``TOKENS_PER_TEXT`` as soon as it is made: a tokenizer that inflates text costs one short text's encoding, not
+    the corpus's."""
+    found: list = [None] * len(texts)
+    for i in sorted(range(len(texts)), key=lambda k: len(texts[k])):
+        encoding = tokenizer.encode(texts[i], add_special_tokens=add_special_tokens)
+        limit = TOKENS_PER_CHARACTER * len(texts[i]) + TOKENS_PER_TEXT
+        if len(encoding.ids) > limit:
+            raise EncodingTooLarge(f"the tokenizer encodes a {len(texts[i]):,}-character probe text "
+                                   f"{texts[i][:20]!r} to {len(encoding.ids):,} tokens, more than the {limit:,} the "
+                                   f"probe allows ({TOKENS_PER_CHARACTER} a character and {TOKENS_PER_TEXT} a text)")
+        found[i] = encoding
+    return found
 
 
 def run_probe(targets: Encoded, drafts: Encoded, corpus: tuple[str, ...] = CORPUS) -> ProbeResult:
@@ -112,19 +143,44 @@ def run_probe(targets: Encoded, drafts: Encoded, corpus: tuple[str, ...] = CORPU
 
 WORKER_MIN_CHARS = 2_000_000  # ~40 ms of building in-process
 
-_WORKER = """
-import json, sys
+WORKER_DEADLINE = 300  # seconds; VOCABCHECK_PROBE_WORKER_TIMEOUT sets another
+WORKER_DEADLINE_ENV = "VOCABCHECK_PROBE_WORKER_TIMEOUT"
+WORKER_OUTPUT_BYTES = 64 * 1024 * 1024  # far above what bounded encodings of the corpus print
+
+# The worker dies with the process that started it: the kernel sends it SIGKILL when its parent ends (Linux's
+# PR_SET_PDEATHSIG, by ctypes); if the parent ended before that was set, it stops at once.
+_DIES_WITH_PARENT = """
+import ctypes, os, signal, sys
+try:
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(1)
+"""
+
+_JOB = """
+import json
 head, _, body = sys.stdin.buffer.read().partition(b"\\n")
 job = json.loads(head)
 from tokenizers import Tokenizer
 tokenizer = Tokenizer.from_str(body.decode("utf-8"))
 tokenizer.no_padding()
 tokenizer.no_truncation()
-for encoding in tokenizer.encode_batch(job["smoke"], add_special_tokens=True):
+def bounded(texts, add_special_tokens):
+    found = [None] * len(texts)
+    for i in sorted(range(len(texts)), key=lambda k: len(texts[k])):
+        found[i] = tokenizer.encode(texts[i], add_special_tokens=add_special_tokens)
+        if len(found[i].ids) > job["per_character"] * len(texts[i]) + job["per_text"]:
+            sys.exit(2)
+    return found
+for encoding in bounded(job["smoke"], True):
     tokenizer.decode(encoding.ids, skip_special_tokens=True)
-encodings = tokenizer.encode_batch(job["corpus"], add_special_tokens=False)
+encodings = bounded(job["corpus"], False)
 sys.stdout.write(json.dumps([[e.ids, e.tokens] for e in encodings]))
 """
+
+_WORKER = _DIES_WITH_PARENT + _JOB
 
 
 class _CorpusJob:
@@ -134,25 +190,39 @@ class _CorpusJob:
         import subprocess
         import threading
 
-        head = json.dumps({"smoke": SMOKE_TEXTS, "corpus": CORPUS}).encode("ascii")
+        head = json.dumps({"smoke": SMOKE_TEXTS, "corpus": CORPUS, "per_character": TOKENS_PER_CHARACTER,
+                           "per_text": TOKENS_PER_TEXT}).encode("ascii")
         payload = head + b"\n" + tokenizer_json.encode("utf-8")  # a lone surrogate raises: no job, the caller builds
         self._output: bytes | None = None
-        self._process = subprocess.Popen([sys.executable, "-P", "-c", _WORKER], stdin=subprocess.PIPE,
-                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self._process = subprocess.Popen([sys.executable, "-P", "-c", _WORKER, str(os.getpid())],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
         self._talk = threading.Thread(target=self._communicate, args=(payload,), daemon=True)
         self._talk.start()
 
     def _communicate(self, payload: bytes) -> None:
+        """Send the job, then read at most WORKER_OUTPUT_BYTES of the answer (more is a failure)."""
+        process = self._process
         try:
-            output, _ = self._process.communicate(payload)
+            try:
+                process.stdin.write(payload)  # type: ignore[union-attr]
+            finally:
+                process.stdin.close()  # type: ignore[union-attr]
+            output = process.stdout.read(WORKER_OUTPUT_BYTES + 1)  # type: ignore[union-attr]
         except (OSError, ValueError):  # the worker died while reading its input, or was killed
             return
-        if self._process.returncode == 0:
+        if len(output) > WORKER_OUTPUT_BYTES:
+            process.kill()
+        elif process.wait() == 0:
             self._output = output
 
     def result(self) -> Encoded | None:
-        """The encodings, or None where the worker failed."""
-        self._talk.join()
+        """The encodings, or None where the worker failed or did not finish within its deadline (then it is
+        stopped)."""
+        from .limits import cap_from_env
+
+        self._talk.join(cap_from_env(WORKER_DEADLINE_ENV, WORKER_DEADLINE, "seconds"))
+        if self._talk.is_alive():
+            self.close()
         if self._output is None:
             return None
         try:

@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any
 
 from .errors import InputError, library_failure, panic_output_dropped
+from .limits import check_pipeline_growth
 
 PIPELINE = ("normalizer", "pre_tokenizer", "post_processor", "decoder")
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -187,6 +188,7 @@ def profile_tokenizer(document: Mapping[str, Any], where: str, *, check: bool = 
                 raise InputError(f"continuing_subword_prefix must be a string, found {prefix!r}"[:200], where)
             if check:
                 _check_merges(merges, vocab, prefix, where)
+    _check_model(model_type, params, len(tokens), where)
     regular_count = len(tokens) - tokens.count(None)
 
     added = _added_tokens(document.get("added_tokens") or [], where)
@@ -195,6 +197,7 @@ def profile_tokenizer(document: Mapping[str, Any], where: str, *, check: bool = 
             tokens.extend([None] * (token.id + 1 - len(tokens)))
         tokens[token.id] = token.content
 
+    check_pipeline_growth(document, max(map(len, filter(None, tokens)), default=0), where)  # before the library
     pipeline, prefix_ids, suffix_ids = _canonical_pipeline(document, where)
     parts = {
         "model": _digest(json.dumps({"type": model_type, **params}, sort_keys=True)),
@@ -346,6 +349,32 @@ def _added_tokens(raw: Any, where: str) -> tuple[AddedToken, ...]:
     if max(seen, default=-1) >= 16 * (len(seen) + 1) + 16_000_000:
         raise InputError(f"added token id {max(seen):,} is beyond any real vocabulary", where)
     return tuple(sorted(added, key=lambda t: t.id))
+
+
+def _check_model(model_type: str, params: Mapping[str, Any], size: int, where: str) -> None:
+    """The model's settings as the tokenizers library reads them (a BPE dropout outside 0..1, a Unigram unk_id that is
+    not a piece's id, a value of the wrong type): refused here as the library refuses them, so that ``inspect``,
+    ``align`` and ``compare --no-probe`` agree with a compare whose probe builds the tokenizer. Read by the library on
+    a one-token stand-in (the vocabulary and merges are checked above)."""
+    from tokenizers import Tokenizer
+
+    stand_in: dict[str, Any] = {"type": model_type, **params, "vocab": {"[X]": 0}}
+    if model_type == "Unigram":
+        unk = params.get("unk_id")
+        if type(unk) is int and not 0 <= unk < size:
+            raise InputError(f"{_CANNOT_LOAD}: Unigram unk_id {unk:,} is not the id of one of its {size:,} pieces",
+                             where)
+        stand_in.update(vocab=[["[X]", 0.0]], unk_id=0 if type(unk) is int else unk)
+    elif model_type == "BPE":
+        stand_in["merges"] = []
+    try:
+        with panic_output_dropped():
+            Tokenizer.from_str(json.dumps({"version": "1.0", "added_tokens": [], "model": stand_in}))
+    except BaseException as exc:
+        if not library_failure(exc):
+            raise
+        problem = re.sub(r" at line \d+ column \d+$", "", str(exc).splitlines()[0])[:200]
+        raise InputError(f"{_CANNOT_LOAD}: its {model_type} model: {problem}", where) from exc
 
 
 def _canonical_pipeline(document: Mapping[str, Any], where: str) -> tuple[dict[str, Any], tuple[int, ...],

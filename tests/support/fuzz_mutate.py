@@ -587,3 +587,65 @@ def mutate_torch_zip(chooser: Chooser, data: bytes) -> bytes:
         for info, payload in members:
             archive.writestr(info.filename, payload)
     return buffer.getvalue()
+
+
+# --- tokenizer pipelines: decoder and normalizer steps, counts and string lengths --------------------------------
+
+STEP_COUNTS = (0, 1, 2, 31, 32, 33, 100, 1_000, 10_002)
+STEP_REPEATS = (0, 1, 2, 3, 2**16, 2**31 - 1, 2**32, 10**18, 2**63 - 1, 2**64 - 1)
+STRING_LENGTHS = (0, 1, 2, 64, 1_000, 65_537, 300_000)
+
+
+def _long_text(chooser: Chooser) -> str:
+    return chooser.pick(("X", "▁", "Ġ", " ", "ab", "\u009b", "<0x41>")) * chooser.pick(STRING_LENGTHS)
+
+
+def _decoder_step(chooser: Chooser) -> dict:
+    kind = chooser.below(7)
+    if kind == 0:
+        return {"type": "Replace", "pattern": {"String": chooser.pick(("▁", "Ġ", "a", " ", "X"))},
+                "content": _long_text(chooser)}
+    if kind == 1:
+        return {"type": "Strip", "content": chooser.pick((" ", "▁", "a", "X")), "start": chooser.pick(STEP_REPEATS),
+                "stop": chooser.pick(STEP_REPEATS)}
+    if kind == 2:
+        return {"type": "Fuse"}
+    if kind == 3:
+        return {"type": "ByteFallback"}
+    if kind == 4:
+        return {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "always", "split": True}
+    if kind == 5:
+        return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    return {"type": "BPEDecoder", "suffix": chooser.pick(("</w>", "", "a" * chooser.pick(STRING_LENGTHS)))}
+
+
+def _normalizer_step(chooser: Chooser) -> dict:
+    kind = chooser.below(5)
+    if kind == 0:
+        return {"type": "Prepend", "prepend": _long_text(chooser)}
+    if kind == 1:
+        return {"type": "Replace", "pattern": {"String": chooser.pick(("a", " ", "e", "1"))},
+                "content": _long_text(chooser)}
+    if kind == 2:
+        return {"type": "Strip", "strip_left": chooser.chance(1, 2), "strip_right": chooser.chance(1, 2)}
+    if kind == 3:
+        return {"type": chooser.pick(("NFC", "NFKC", "NFD", "NFKD", "Lowercase"))}
+    return {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}] * chooser.pick(STEP_COUNTS)}
+
+
+def mutate_pipeline(chooser: Chooser, document: dict) -> dict:
+    """Replace the decoder or the normalizer (or both) with steps of hostile counts and string lengths: a Sequence of
+    up to 10,002 steps, Strip counts up to 2⁶⁴ − 1, replacements and prepends of up to 300,000 characters; the
+    existing step is kept inside the Sequence as often as not."""
+    for name, make, key in (("decoder", _decoder_step, "decoders"), ("normalizer", _normalizer_step, "normalizers")):
+        if not chooser.chance(2, 3):
+            continue
+        count = chooser.pick(STEP_COUNTS)
+        if count > 33:  # many copies of one step, as a file of many steps is written
+            steps = [make(chooser)] * count
+        else:
+            steps = [make(chooser) for _ in range(count)]
+        if document.get(name) and chooser.chance(1, 2):
+            steps.insert(chooser.below(len(steps) + 1), document[name])
+        document[name] = steps[0] if len(steps) == 1 and chooser.chance(1, 2) else {"type": "Sequence", key: steps}
+    return document

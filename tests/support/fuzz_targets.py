@@ -35,6 +35,8 @@ SMALL_ROWS = 544  # 512 + 22 padded to a multiple of 32, as Qwen pads its embedd
 TARGETS: dict[str, tuple[str, float, int]] = {
     "tokenizer-small": ("tokenizer.json cut from Qwen2.5 (534 ids), bare file", 20.0, 512 << 20),
     "tokenizer-full": ("the full Qwen2.5 tokenizer.json (151,665 ids), bare file", 60.0, 2048 << 20),
+    "tokenizer-pipeline": ("the small tokenizer.json with a hostile decoder and normalizer: steps (up to 10,002), "
+                           "counts (Strip up to 2⁶⁴ − 1), string lengths (up to 300,000 characters)", 30.0, 1024 << 20),
     "configs": ("config.json / tokenizer_config.json / generation_config.json / special_tokens_map.json / "
                 "chat_template.json of a model directory", 20.0, 512 << 20),
     "slow-tokenizer": ("vocab.json / merges.txt / tokenizer_config.json of a directory without tokenizer.json "
@@ -256,6 +258,12 @@ class Materials:
         path = scratch / "tokenizer.json"
         path.write_bytes(fm.mutate_json_file(chooser, json.loads(self.full_text), text_damage=6))
         return self._case("tokenizer-full", chooser, path, self.qwen_json)
+
+    def _tokenizer_pipeline(self, chooser: fm.Chooser, scratch: Path) -> Case:
+        path = scratch / "tokenizer.json"
+        document = fm.mutate_pipeline(chooser, json.loads(self.small_text))
+        path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+        return self._case("tokenizer-pipeline", chooser, path, self.small_json)
 
     def _model_copy(self, source: Path, scratch: Path, skip: tuple[str, ...] = ()) -> Path:
         directory = scratch / "model"

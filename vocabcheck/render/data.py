@@ -31,8 +31,16 @@ def schema(name: str) -> dict[str, Any]:
     return json.loads((resources.files("vocabcheck") / "schemas" / f"{name}.json").read_text(encoding="utf-8"))
 
 
+# characters a terminal acts on that json.dumps(ensure_ascii=False) leaves raw (it escapes only C0): C1 controls
+# (U+009B is a CSI) and the bidi overrides and isolates; written as JSON escapes, the document reads back the same
+_UNSAFE_IN_JSON = {c: f"\\u{c:04x}" for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+                                                0x2028, 0x2029)}
+
+
 def dumps(document: dict[str, Any]) -> str:
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    """A JSON document as text, with every character a terminal would act on escaped (in strings, the only place
+    they can be)."""
+    return json.dumps(document, indent=2, ensure_ascii=False).translate(_UNSAFE_IN_JSON) + "\n"
 
 
 def profile_summary(profile: ModelProfile) -> dict[str, Any]:
@@ -158,8 +166,8 @@ def translation_document(translation) -> dict[str, Any] | None:
             "first": [{"id": i, "token": token} for i, token in unreachable_examples(translation, 20)],
         },
         "duplicates": {side: {"count": sum(len(ids) - 1 for _, ids in found),
-                              "first": [{"hex": value.hex(), "text": _text(value), "ids": list(ids)}
-                                        for value, ids in found[:20]]}
+                              "first": [{"hex": value.hex(), "text": _text(value), "ids": list(ids[:20]),
+                                         "id_count": len(ids)} for value, ids in found[:20]]}
                        for side, found in (("target", inter.target_duplicates), ("draft", inter.draft_duplicates))},
     }
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, SourceNotFound, VocabcheckError, library_failure, panic_output_dropped
+from ..limits import cap_from_env
 
 # Size caps, checked before a file is read into memory. Real tokenizer.json files reach ~35 MB (Gemma 3), real
 # tokenizer_config.json files a few MB (256k added_tokens_decoder entries).
@@ -84,7 +85,7 @@ class ModelSource:
         """
         from tokenizers import Tokenizer
 
-        from ..probe import SMOKE_TEXTS
+        from ..probe import SMOKE_TEXTS, EncodingTooLarge, bounded_encodings
 
         where = self.tokenizer_where
         try:
@@ -100,8 +101,10 @@ class ModelSource:
         tokenizer.no_truncation()
         try:
             with panic_output_dropped():
-                for encoding in tokenizer.encode_batch(list(SMOKE_TEXTS), add_special_tokens=True):
+                for encoding in bounded_encodings(tokenizer, SMOKE_TEXTS, add_special_tokens=True):
                     tokenizer.decode(encoding.ids, skip_special_tokens=True)
+        except EncodingTooLarge as exc:
+            raise InputError(exc.problem, where) from exc
         except BaseException as exc:
             if not library_failure(exc):
                 raise
@@ -207,13 +210,7 @@ def parse_json(data: bytes | str, where: str | Path, what: str, *, strict_number
 
 def max_tokenizer_entries() -> int:
     """The entry limit of a tokenizer.json: :data:`MAX_TOKENIZER_ENTRIES`, or ``VOCABCHECK_MAX_TOKENIZER_ENTRIES``."""
-    value = os.environ.get(TOKENIZER_ENTRIES_ENV, "").strip().replace("_", "").replace(",", "")
-    if not value:
-        return MAX_TOKENIZER_ENTRIES
-    if not value.isdigit() or int(value) < 1:
-        raise VocabcheckError(f"{TOKENIZER_ENTRIES_ENV} must be a positive whole number of entries, not "
-                              f"{os.environ[TOKENIZER_ENTRIES_ENV]!r}"[:200])
-    return int(value)
+    return cap_from_env(TOKENIZER_ENTRIES_ENV, MAX_TOKENIZER_ENTRIES, "entries")
 
 
 def check_entries(text: str, where: str | Path, what: str, limit: int) -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, SourceNotFound, UnsupportedModel
-from .base import MAX_CHAT_TEMPLATE_BYTES, ModelSource, TensorShape
+from .base import MAX_CHAT_TEMPLATE_BYTES, TOKENIZER_ENTRIES_ENV, ModelSource, TensorShape, max_tokenizer_entries
 
 MAGIC = b"GGUF"
 VERSIONS = (2, 3)  # v1 counted with 32-bit integers; llama.cpp dropped it in 2023
@@ -199,6 +199,8 @@ def _value(cur: _Cursor, key: str, value_type: int) -> Any:
     element_type = cur.u32(f"the element type of {key!r}")
     count = cur.u64(f"the length of {key!r}")
     remaining = cur.size - cur.pos
+    if key in _STRING_ARRAYS or key in _NUMBER_ARRAYS:
+        _check_entries(cur, key, count)
     if element_type in _SCALARS:
         fmt, width = _SCALARS[element_type]
         if count > remaining // width:
@@ -226,6 +228,16 @@ def _value(cur: _Cursor, key: str, value_type: int) -> Any:
     if element_type == _ARRAY:
         raise InputError(f"GGUF metadata {key!r} is an array of arrays, which GGUF readers do not support", cur.path)
     raise InputError(f"GGUF array {key!r} has unknown element type {element_type}", cur.path)
+
+
+def _check_entries(cur: _Cursor, key: str, count: int) -> None:
+    """A tokenizer array counted against the tokenizer entry cap from its header, before any element is read: the
+    tokenizer.json made of it would hold an entry per token (three per merge)."""
+    entries, limit = count * (3 if key == MERGES else 1), max_tokenizer_entries()
+    if entries > limit:
+        raise InputError(f"GGUF {key} holds {count:,} elements, more than the {limit:,} tokenizer entries vocabcheck "
+                         f"reads (a token is 1, a merge 3), the limit that keeps a comparison within a few GB of "
+                         f"memory; {TOKENIZER_ENTRIES_ENV} raises it", cur.path)
 
 
 def _strings(cur: _Cursor, key: str, count: int) -> list[str]:

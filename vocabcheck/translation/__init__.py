@@ -30,7 +30,7 @@ duplicates. Every mapping is one-to-one.
 
 from .intersection import Intersection, intersect
 from .pair import ROLE_ORDER, RolePair, Translation, describe_bytes, translate, unreachable_examples
-from .vocab import VocabBytes, byte_level_alphabet, vocab_bytes
+from .vocab import DecoderTooCostly, VocabBytes, byte_level_alphabet, vocab_bytes
 
-__all__ = ["Intersection", "ROLE_ORDER", "RolePair", "Translation", "VocabBytes", "byte_level_alphabet",
+__all__ = ["DecoderTooCostly", "Intersection", "ROLE_ORDER", "RolePair", "Translation", "VocabBytes", "byte_level_alphabet",
            "describe_bytes", "intersect", "translate", "unreachable_examples", "vocab_bytes"]

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..tokenizer import TokenizerProfile
-from .vocab import VocabBytes, pure_byte_level, regular_strings, vocab_bytes
+from .vocab import DecoderTooCostly, VocabBytes, pure_byte_level, regular_strings, vocab_bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -63,6 +63,13 @@ def _intersect(target: TokenizerProfile, draft: TokenizerProfile) -> Intersectio
         reason = f"the draft's tokenizer is not translatable: {d_vocab.reason}"
     if reason is not None:
         return Intersection(t_vocab, d_vocab, (), (), added_pairs, (), (), reason)
+    for side, vocab in (("target", t_vocab), ("draft", d_vocab)):
+        try:
+            if not pure_byte_level(vocab):
+                vocab.table  # noqa: B018  (converted now, so that a decoder over its caps is named by its side)
+        except DecoderTooCostly as exc:
+            exc.side = side
+            raise
     if t_vocab.steps == d_vocab.steps and t_vocab.regular == d_vocab.regular and target.tokens == draft.tokens:
         # the same strings at the same ids, read by the same decoder steps (tokenizers that differ elsewhere): every
         # regular id pairs with itself, which is also what ranking duplicates pairs

@@ -134,6 +134,13 @@ class Translation:
     def target_unreachable_count(self) -> int:
         return self.target_assigned - len(self.pairs[0])
 
+    def drop_tables(self) -> None:
+        """Forget the id tables computed for this pair (``pairs``, the mapped and unreachable targets: about 2.6 MB
+        for two 150k vocabularies); they are computed again if asked for. A report over many pairs (gate, matrix)
+        calls this once a pair's findings are made, so that its memory grows with the distinct models, not the pairs."""
+        for name in ("pairs", "_mapped_targets", "target_unreachable"):
+            self.__dict__.pop(name, None)
+
     def target_bytes(self, ids: Iterable[int]) -> bytes:
         """The bytes that a sequence of target regular ids stands for (see the class docstring for re-encoding)."""
         return self.intersection.target.bytes_of(ids)

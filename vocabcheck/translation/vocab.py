@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from typing import Any
 
+from ..errors import InputError
+from ..limits import TOKEN_BYTES_ENV, cap_from_env, max_token_bytes
 from ..tokenizer import TokenizerProfile
 
 # ByteFallback turns a token of exactly six bytes "<0x" + two characters u8::from_str_radix reads in base 16 + ">"
@@ -19,6 +21,28 @@ from ..tokenizer import TokenizerProfile
 _BYTE_TOKEN = re.compile(r"<0x(?:[0-9A-Fa-f]{2}|\+[0-9A-Fa-f])>")
 
 Step = tuple  # ("replace", old, new) | ("byte-fallback",) | ("byte-level",) | ("strip", content, start, stop)
+
+# What reading a decoder may cost: steps that act on each token, one token's decoded length, all tokens' together
+# (docs/hostile-input.md). Real decoders have up to ~6 steps and tokens of up to a few hundred bytes.
+MAX_DECODER_STEPS = 32
+DECODER_STEPS_ENV = "VOCABCHECK_MAX_DECODER_STEPS"
+MAX_DECODED_BYTES = 256 * 1024 * 1024
+DECODED_BYTES_ENV = "VOCABCHECK_MAX_DECODED_BYTES"
+
+
+def max_decoder_steps() -> int:
+    return cap_from_env(DECODER_STEPS_ENV, MAX_DECODER_STEPS, "steps")
+
+
+def max_decoded_bytes() -> int:
+    return cap_from_env(DECODED_BYTES_ENV, MAX_DECODED_BYTES, "bytes")
+
+
+class DecoderTooCostly(InputError):
+    """Reading a tokenizer's decoder would go over one of the caps above; ``side`` is "target" or "draft" once the
+    intersection knows it (the command line adds the file)."""
+
+    side: str | None = None
 
 
 @lru_cache(maxsize=1)
@@ -137,7 +161,11 @@ def _scheme(tokenizer: TokenizerProfile) -> tuple[str | None, tuple[Step, ...], 
     steps: list[Step] = []
     fused = False
     kind = "text"
+    cap = max_decoder_steps()
     for part in _flatten(decoder):
+        if len(steps) > cap:
+            return None, (), (f"a decoder of more than {cap:,} steps that act on each token, more than vocabcheck "
+                              f"reads ({DECODER_STEPS_ENV} sets another limit)")
         name = part.get("type")
         if name == "WordPiece":
             return None, (), ("a WordPiece decoder: a token marked '##' continues a word and any other starts one "
@@ -173,6 +201,9 @@ def _scheme(tokenizer: TokenizerProfile) -> tuple[str | None, tuple[Step, ...], 
             steps.append(("replace", part.get("suffix", "</w>"), " "))  # the last token's suffix is a sequence edge
         else:
             return None, (), f"a {name!r} decoder step, which vocabcheck does not read"
+    if len(steps) > cap:
+        return None, (), (f"a decoder of more than {cap:,} steps that act on each token, more than vocabcheck "
+                          f"reads ({DECODER_STEPS_ENV} sets another limit)")
     return kind, tuple(steps), None
 
 
@@ -185,26 +216,64 @@ def _flatten(decoder: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
 
 
 def _convert(strings: Sequence[str], steps: Sequence[Step]) -> tuple[list[bytes], list[int]]:
-    """Apply the decoder steps to every token on its own, step by step over the whole list; return the bytes and the
-    positions of tokens that a ByteFallback step turned into a byte."""
-    values: list[str | bytes] = list(strings)
+    """Apply the decoder steps to every token on its own, in one pass over the vocabulary (every step on a token, then
+    the next token); return the bytes and the positions of tokens that a ByteFallback step turned into a byte.
+
+    The work is bounded by the input: a Strip acts at most as often as its content fits in the token, and a
+    replacement that would make one token longer than :func:`max_token_bytes` or all of them together longer than
+    :func:`max_decoded_bytes` is refused (:class:`DecoderTooCostly`) before it is made."""
+    if tuple(steps) == (("byte-level",),):  # the usual case: one encoding of the joined text, sizes kept
+        return _byte_level_all(list(strings)), []  # type: ignore[return-value]
+    token_cap, total_cap = max_token_bytes(), max_decoded_bytes()
+    chain = [(*step, step[1].encode("utf-8"), step[2].encode("utf-8")) if step[0] == "replace" else step
+             for step in steps]
+    # the leading replacements that cannot lengthen a token (Metaspace, '▁' → ' ') act on text: no checks needed
+    lead = 0
+    while lead < len(chain) and chain[lead][0] == "replace" and len(chain[lead][2]) <= len(chain[lead][1]):
+        lead += 1
+    plain, chain = [(step[1], step[2]) for step in chain[:lead]], chain[lead:]
+    values: list[bytes] = []
     fallback: list[int] = []
-    for step in steps:
-        kind = step[0]
-        if kind == "replace":
-            old, new = step[1], step[2]
-            old_b, new_b = old.encode("utf-8"), new.encode("utf-8")
-            values = [v.replace(old, new) if type(v) is str else v.replace(old_b, new_b) for v in values]
-        elif kind == "byte-fallback":
-            for k, v in enumerate(values):
+    total = 0
+    for k, value in enumerate(strings):
+        v: str | bytes = value
+        for old, new in plain:
+            v = v.replace(old, new)
+        for step in chain:
+            kind = step[0]
+            if kind == "replace":
+                old, new = (step[1], step[2]) if type(v) is str else (step[3], step[4])
+                if len(new) > len(old) and old in v:  # type: ignore[operator]
+                    grown = len(v) + v.count(old) * (len(new) - len(old))  # type: ignore[arg-type]
+                    if grown > token_cap:
+                        raise DecoderTooCostly(_too_long(value, step, grown, token_cap))
+                v = v.replace(old, new)  # type: ignore[arg-type]
+            elif kind == "byte-fallback":
                 if type(v) is str and len(v) == 6 and v.startswith("<0x") and _BYTE_TOKEN.fullmatch(v):
-                    values[k] = bytes([int(v[3:5], 16)])
+                    v = bytes([int(v[3:5], 16)])
                     fallback.append(k)
-        elif kind == "byte-level":
-            values = _byte_level_all(values)
-        elif kind == "strip":
-            values = [_strip(v, step[1], step[2], step[3]) for v in values]
-    return [v.encode("utf-8") if type(v) is str else v for v in values], fallback
+            elif kind == "byte-level":
+                if type(v) is str:
+                    v = _byte_level(v)
+            elif kind == "strip":
+                v = _strip(v, step[1], step[2], step[3])
+        data = v.encode("utf-8") if type(v) is str else v
+        total += len(data)  # type: ignore[arg-type]
+        if total > total_cap:
+            raise DecoderTooCostly(f"the decoder makes the vocabulary's tokens more than {total_cap:,} bytes "
+                                   f"together (after {k + 1:,} tokens); {DECODED_BYTES_ENV} sets another limit")
+        values.append(data)  # type: ignore[arg-type]
+    return values, fallback
+
+
+def _too_long(token: str, step: Step, length: int, cap: int) -> str:
+    return (f"the decoder's Replace {_clip(step[1])} → {_clip(step[2])} would make the token {_clip(token)} "
+            f"{length:,} characters long, more than {cap:,}; {TOKEN_BYTES_ENV} sets another limit")
+
+
+def _clip(text: str, limit: int = 30) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 2] + "…" + shown[0] + f" ({len(text):,} characters)"
 
 
 def _byte_level_all(values: list[str | bytes]) -> list[str | bytes]:
@@ -218,17 +287,21 @@ def _byte_level_all(values: list[str | bytes]) -> list[str | bytes]:
 
 
 def _strip(value: str | bytes, content: str, start: int, stop: int) -> str | bytes:
-    """The Strip decoder on one token: up to ``start`` leading and ``stop`` trailing ``content`` characters."""
+    """The Strip decoder on one token: up to ``start`` leading and ``stop`` trailing ``content`` characters (no more
+    often than the content fits in the token, whatever ``start`` and ``stop`` say)."""
     unit: str | bytes = content if type(value) is str else content.encode("utf-8")
     if not unit:
         return value
     begin, end = 0, len(value)
-    for _ in range(start):
-        if value.startswith(unit, begin, end):  # type: ignore[arg-type]
-            begin += len(unit)
-    for _ in range(stop):
-        if end - len(unit) >= begin and value[end - len(unit):end] == unit:
-            end -= len(unit)
+    fits = len(value) // len(unit)
+    for _ in range(min(start, fits)):
+        if not value.startswith(unit, begin, end):  # type: ignore[arg-type]
+            break
+        begin += len(unit)
+    for _ in range(min(stop, fits)):
+        if end - len(unit) < begin or value[end - len(unit):end] != unit:
+            break
+        end -= len(unit)
     return value[begin:end]
 
 
