@@ -17,7 +17,9 @@ def run(
     prompt: list[str] = typer.Option(None, "--prompt", help="A prompt; repeat for several."),
     prompt_file: Path = typer.Option(None, "--prompt-file", help="One prompt per line, or JSONL."),
     chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
-    k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
+    k: str = typer.Option("auto", "-k", "--num-speculative-tokens",
+                          help="Tokens proposed per step: auto (chosen every step from measured costs and "
+                               "acceptance, 0-8) or a fixed 1-64."),
     max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Tokens to generate per prompt."),
     temperature: float = typer.Option(0.0, "--temperature", help="0 is greedy."),
     top_k: int = typer.Option(0, "--top-k", help="Keep the k most likely tokens (0: off)."),
@@ -36,13 +38,14 @@ def run(
 ) -> None:
     """Generate with speculative decoding; prints the text, then acceptance and time per output token."""
     from ..decode import DecodeOptions, Sampling
+    from ..decode.options import parse_k
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
     from ..errors import BadOption, VocabcheckError
     from ..render import data, terminal
 
-    options = DecodeOptions(method=method, k=k, max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
-                            ngram_max=ngram_max, sampling=Sampling(temperature=temperature, top_k=top_k, top_p=top_p))
+    options = DecodeOptions(method=method, k=parse_k(k), max_new_tokens=max_new_tokens, seed=seed,
+                            ngram_min=ngram_min, ngram_max=ngram_max, sampling=Sampling(temperature=temperature, top_k=top_k, top_p=top_p))
     if batch_size < 1:
         raise BadOption(f"--batch-size must be at least 1, not {batch_size}")
     if method == "draft" and not draft:
