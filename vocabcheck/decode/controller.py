@@ -37,7 +37,7 @@ MEMORY = 0.9  # acceptance counts kept per step a row is verified with proposals
 IDLE = 0.99  # ... and per step it proposes nothing
 PRIOR_ACCEPTED, PRIOR_REJECTED = 1.0, 1.0
 COST_MEMORY = 0.95  # weight kept per step by the older step times
-PRIOR_WEIGHT = 1.0  # weight of each of the prior's three pseudo-steps
+PRIOR_WEIGHT = 0.25  # weight of each of the prior's three pseudo-steps (a measured step weighs 1)
 SLOT_SHARE = 0.15  # prior: one more verified slot per row costs this share of a plain step
 
 
