@@ -3,7 +3,9 @@
 Only emitted tokens count. A step verifies a row's proposals and emits its accepted proposals plus the target's own
 token (the correction, or the bonus after a fully accepted run); when eos or the length budget cuts the row inside the
 run, the last emitted token stands for the target's token and the proposals after it were never emitted, so they
-count neither as drafted nor as accepted. For every row, and so in total:
+count neither as drafted nor as accepted; proposals past the row's budget count as drafted neither there nor when the
+row rejects earlier (``proposed`` counts everything proposed: what the controller chose). For every row, and so in
+total:
 
     generated = first tokens + verifications + accepted
 """
