@@ -50,7 +50,7 @@ def test_the_dtypes_the_command_line_accepts_are_the_ones_the_decoder_resolves()
 @pytest.mark.parametrize("option_value, words", [
     (["--device", "gpu"], "--device must be auto, cpu, cuda or cuda:N, not 'gpu'"),
     (["--dtype", "int8"], "--dtype must be one of auto, float32, bfloat16, float16, not 'int8'"),
-    (["-k", "four"], "-k / --num-speculative-tokens takes a whole number, not 'four'"),
+    (["-k", "four"], "-k / --num-speculative-tokens takes a whole number or auto, not 'four'"),
     (["--seed", "1.5"], "--seed takes a whole number, not '1.5'"),
     (["--max-new-tokens", "x"], "--max-new-tokens takes a whole number, not 'x'"),
     (["--temperature", "hot"], "--temperature takes a number, not 'hot'"),

@@ -17,7 +17,8 @@ def test_run_prints_text_acceptance_and_tpot(cli, qwen_pair):
                          "--device", "cpu")
     assert code == 0, err
     assert "def fibonacci(n):" in out
-    for label in ("acceptance rate", "mean accepted length", "time per output token", "tokens/s", "draft, k = 4"):
+    for label in ("acceptance rate", "mean accepted length", "time per output token", "tokens/s", "draft, k = auto",
+                  "mean proposal length", "steps without speculation"):  # -k auto is the default
         assert label in out
 
 
@@ -38,6 +39,7 @@ def test_run_json_validates_and_holds_only_generated_ids(cli, qwen_pair, tmp_pat
     metrics = document["metrics"]
     assert metrics["drafted_tokens"] >= metrics["accepted_tokens"] >= 0
     assert len(metrics["acceptance_by_position"]) == 3
+    assert metrics["k"] == 3 and metrics["mean_proposal_length"] <= 3
     assert metrics["generated_tokens"] == 18
     assert [r["generated_tokens"] for r in metrics["rows"]] == [6, 6, 6]
     for row in metrics["rows"]:  # only emitted tokens count, per row

@@ -2,10 +2,9 @@
 size and k, against the ideal speedup (:mod:`.plan`) and against transformers' own assisted generation
 (:mod:`.peer`); :mod:`.run` measures the cells."""
 
-from .plan import (AUTO, BenchPlan, BenchResult, Cell, Failure, Row, alpha_from_length, auto_supported, default_ks,
-                   ideal_speedup, parse_ks)
+from .plan import (AUTO, BenchPlan, BenchResult, Cell, Failure, Row, alpha_from_length, ideal_speedup, parse_ks)
 from .run import PROMPT_MODULES, Predict, default_prompts, run_bench
 
 __all__ = ["AUTO", "PROMPT_MODULES", "BenchPlan", "BenchResult", "Cell", "Failure", "Predict", "Row",
-           "alpha_from_length", "auto_supported", "default_ks", "default_prompts", "ideal_speedup", "parse_ks",
+           "alpha_from_length", "default_prompts", "ideal_speedup", "parse_ks",
            "run_bench"]

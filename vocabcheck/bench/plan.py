@@ -19,42 +19,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..decode.metrics import Metrics
-from ..decode.options import MAX_K, DecodeOptions
+from ..decode.options import AUTO, MAX_K, DecodeOptions, parse_k
 from ..errors import BadOption
 
-AUTO = "auto"
 KValue = int | str  # a fixed proposal length 1..MAX_K, or "auto" (the adaptive controller)
 
 
 def parse_ks(text: str) -> tuple[KValue, ...]:
-    """``-k``'s comma-separated list: integers 1..MAX_K or ``auto``, each once, in the order given."""
+    """``-k``'s comma-separated list: each value as ``run -k`` takes it (:func:`vocabcheck.decode.options.parse_k`),
+    each once, in the order given."""
     values: list[KValue] = []
     for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        value: KValue = AUTO if item.lower() == AUTO else int(item) if item.isdigit() else item
-        if value != AUTO and not (isinstance(value, int) and 1 <= value <= MAX_K):
-            raise BadOption(f"-k takes integers from 1 to {MAX_K} or auto, comma-separated; not {item!r}")
-        if value not in values:
-            values.append(value)
+        if item and parse_k(item) not in values:
+            values.append(parse_k(item))
     if not values:
-        raise BadOption(f"-k takes integers from 1 to {MAX_K} or auto, comma-separated; not {text!r}")
+        raise BadOption(f"-k takes whole numbers from 1 to {MAX_K} or auto, comma-separated; not {text!r}")
     return tuple(values)
-
-
-def auto_supported() -> bool:
-    """Whether the decoder accepts ``k="auto"`` (the adaptive proposal length)."""
-    try:
-        DecodeOptions(method="ngram", k=AUTO)
-    except (BadOption, TypeError, ValueError):
-        return False
-    return True
-
-
-def default_ks() -> tuple[KValue, ...]:
-    """The bench's default ``-k``: the old fixed default 4 beside ``auto`` where the decoder has it. The full sweep
-    (``-k 1,2,4,8,auto``) multiplies the speculative cells by five and is asked for explicitly."""
-    return (4, AUTO) if auto_supported() else (4,)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import typer
 
-from .options import AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate, whole_number
+from .options import (
+    AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate, proposal_lengths, whole_number,
+)
 from .output import emit_json
 
 
@@ -30,9 +32,10 @@ def bench(
     draft: str = typer.Argument(None, help="The draft model (omit to bench none and ngram only)."),
     batch_sizes: str = typer.Option("1,16", "--batch-sizes", help="Comma-separated batch sizes."),
     methods: str = typer.Option("none,ngram,draft", "--methods", help="Comma-separated: none, ngram, draft."),
-    k: str = typer.Option(None, "-k", "--num-speculative-tokens",
-                          help="Tokens proposed per step: comma-separated integers 1-64 and/or auto, each measured "
-                               "side by side (default: 4,auto; 4 where the decoder has no auto)."),
+    k: str = typer.Option("4,auto", "-k", "--num-speculative-tokens",
+                          parser=proposal_lengths("-k / --num-speculative-tokens", many=True),
+                          help="Tokens proposed per step: comma-separated whole numbers 1-64 and/or auto, each "
+                               "measured side by side."),
     max_new_tokens: MaxNewTokens = 64,
     prompts: Path = typer.Option(None, "--prompts", help="Prompt file (one per line, or JSONL); default: "
                                                          "function openings from Python's standard library."),
@@ -55,7 +58,7 @@ def bench(
 ) -> None:
     """Time per output token with no speculation, n-gram and draft model, per batch size; greedy output is
     checked against plain decoding in every cell (exit code 1 if it differs)."""
-    from ..bench import AUTO, BenchPlan, auto_supported, default_ks, default_prompts, parse_ks, run_bench
+    from ..bench import BenchPlan, default_prompts, parse_ks, run_bench
     from ..decode import METHODS, DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
@@ -76,9 +79,7 @@ def bench(
         raise VocabcheckError(f"--methods: unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     if "draft" in chosen and not draft:
         raise VocabcheckError("--methods includes draft but no DRAFT model was given")
-    ks = parse_ks(k) if k is not None else default_ks()
-    if AUTO in ks and not auto_supported():
-        raise VocabcheckError("-k auto: this version's decoder has no adaptive proposal length; give integers")
+    ks = parse_ks(k)
     options = DecodeOptions(max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
     plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=options, warmup=warmup, repeat=repeat,
                      compare_hf=compare_hf, ks=ks)

@@ -52,6 +52,29 @@ def real_number(flag: str) -> Callable[[object], float]:
     return parse
 
 
+def proposal_lengths(flag: str, many: bool = False) -> Callable[[object], object]:
+    """A parser for ``-k``: ``auto`` or a whole number (``many``: a comma-separated list of them, as text, for
+    bench); one line for anything else. The range (1-64) is :class:`vocabcheck.decode.DecodeOptions`' to check."""
+    def one(item: str) -> int | str:
+        item = item.strip().lower()
+        if item == "auto":
+            return item
+        try:
+            return int(item)
+        except ValueError:
+            raise VocabcheckError(f"{flag} takes a whole number or auto, not {item!r}") from None
+
+    def parse(value: object) -> object:
+        if not many:
+            return value if isinstance(value, int) else one(str(value))
+        text = str(value)
+        for item in text.split(","):
+            if item.strip():
+                one(item)
+        return text
+    return parse
+
+
 def _device(value: str) -> str:
     if not _DEVICE.fullmatch(value.strip().lower()):
         raise VocabcheckError(f"--device must be auto, cpu, cuda or cuda:N, not {value!r}")
@@ -80,6 +103,10 @@ NgramMin = Annotated[int, typer.Option("--ngram-min", parser=whole_number("--ngr
                                        help="Shortest n-gram to match.")]
 NgramMax = Annotated[int, typer.Option("--ngram-max", parser=whole_number("--ngram-max"),
                                        help="Longest n-gram to match.")]
+ProposalLength = Annotated[str, typer.Option(
+    "-k", "--num-speculative-tokens", parser=proposal_lengths("-k / --num-speculative-tokens"),
+    help="Tokens proposed per step: auto (chosen every step from measured costs and acceptance, 0-8) or a fixed "
+         "1-64.")]
 Device = Annotated[str, typer.Option("--device", callback=_device, help="auto, cpu, cuda or cuda:N.")]
 Dtype = Annotated[str, typer.Option("--dtype", callback=_dtype, help="auto, float32, bfloat16 or float16.")]
 AllowIncompatible = Annotated[bool, typer.Option(

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from .options import (
+    ProposalLength,
     AllowIncompatible, Device, Dtype, MaxNewTokens, NgramMax, NgramMin, Seed, Temperature, TopK, TopP, Translate,
     whole_number,
 )
@@ -23,7 +24,7 @@ def run(
     prompt_format: str = typer.Option(None, "--prompt-format", help="text or jsonl (default: jsonl for a .jsonl "
                                                                     "--prompt-file, text otherwise)."),
     chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
-    k: int = typer.Option(4, "-k", "--num-speculative-tokens", help="Tokens proposed per step (1-64)."),
+    k: ProposalLength = "auto",
     max_new_tokens: MaxNewTokens = 64,
     temperature: Temperature = 0.0,
     top_k: TopK = 0,

@@ -1,6 +1,8 @@
 """The speculative decoder: draft model, n-gram prompt lookup, or plain decoding, for a batch of prompts.
 
-One step (:func:`speculative_step`): the proposer proposes up to k tokens per row, one target pass verifies
+One step (:func:`speculative_step`): the controller picks the step's width (a fixed k, or ``auto``:
+:mod:`vocabcheck.decode.controller`), the proposer (:mod:`vocabcheck.decode.proposers`, built by
+:mod:`vocabcheck.decode.factory`) proposes up to that many tokens per row, one target pass verifies
 [newest token, proposals] for every row, the acceptance rule accepts a prefix and picks the token after it, the host
 reads back what each row emitted (the step's one device-to-host copy), and both KV caches roll back past the first
 rejection. Rows that reach eos or their budget leave the batch.
@@ -19,17 +21,18 @@ from dataclasses import dataclass, field
 import torch
 
 from ..verdict import Alignment
+from .controller import AdaptiveLength, FixedLength
 from .device import Clock, device_to_host, host_to_device
+from .factory import check_pair, controller_for, proposer_for
 from .layout import rollback_problem
-from .mapping import PaddedMapping
 from .metrics import Metrics, RowMetrics
 from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
 from .plain import generate_plain
-from .proposers import DraftProposer, NgramProposer, Proposals
+from .proposers import Outcome, Prefilled, Proposals, Proposer, left_pad
 from .sampling import check_drawn, draw, warp
 from .state import KVState
-from .translate import TranslatingProposer, Translator
+from .translate import Translator
 from .verify import accept, emitted_tokens, verify
 
 OnTokens = Callable[[int, list[int]], None]
@@ -65,7 +68,8 @@ class Batch:
 
     options: DecodeOptions
     target: KVState
-    proposer: NgramProposer | DraftProposer | None
+    proposer: Proposer | None
+    controller: AdaptiveLength | FixedLength
     rows: list[Row]
     live: list[int]  # index of each live row in ``rows``
     last: torch.Tensor  # [live] the newest token of each live row, not yet in the target's cache
@@ -75,6 +79,7 @@ class Batch:
     eos: frozenset[int]
     clock: Clock | None = None
     on_tokens: OnTokens | None = None
+    stamp: float | None = None  # when the previous step's read-back returned (None: before the first step)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -89,22 +94,23 @@ class Batch:
 
 def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = DecodeOptions(), *, draft=None,
              alignment: Alignment | None = None, translator: Translator | None = None, eos_ids: Sequence[int] = (),
-             on_tokens: OnTokens | None = None) -> Generation:
+             on_tokens: OnTokens | None = None, generator: torch.Generator | None = None) -> Generation:
     """Generate up to ``options.max_new_tokens`` tokens after each prompt (lists of target token ids).
 
     The draft method needs ``draft`` and either the pair's ``alignment`` (one tokenizer, rows padded or cut) or a
     ``translator`` (two tokenizers, through their shared tokens). ``on_tokens(row, ids)`` is called with each row's
-    newly accepted tokens as they are accepted. Ctrl-C stops the call where it is: the result holds what was
-    accepted so far, with ``interrupted`` set.
+    newly accepted tokens as they are accepted. ``generator`` is the sampler's random stream (on the target's
+    device); a caller that generates in several batches passes one stream to all of them, so that repeated prompts
+    get independent samples. Without one, the call seeds its own from ``options.seed``. Ctrl-C stops the call where
+    it is: the result holds what was accepted so far, with ``interrupted`` set.
     """
-    if options.method == "draft" and (draft is None or (alignment is None) == (translator is None)):
-        raise ValueError("the draft method needs a draft model and either the pair's alignment or a translator")
+    check_pair(options, draft, alignment, translator)
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
     if not options.speculative and rollback_problem(target.config, type(target)) is not None:
         return generate_plain(target, prompts, options, eos_ids, on_tokens)
     batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, translator=translator,
-                        eos_ids=eos_ids, on_tokens=on_tokens)
+                        eos_ids=eos_ids, on_tokens=on_tokens, generator=generator)
     interrupted = False
     try:
         with torch.inference_mode():
@@ -119,58 +125,49 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
 
 
 def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, translator, eos_ids,
-                on_tokens) -> Batch:
+                on_tokens, generator=None) -> Batch:
     device = next(target.parameters()).device
     timed = options.time_phases if options.time_phases is not None else device.type != "cuda"
     size = len(prompts)
     rows = [Row(tuple(p), RowMetrics()) for p in prompts]
-    metrics = Metrics(method=options.method, k=options.proposals, batch_size=size, rows=[r.metrics for r in rows],
+    metrics = Metrics(method=options.method, k=options.k_label, batch_size=size, rows=[r.metrics for r in rows],
                       translated=options.method == "draft" and translator is not None)
-    proposer = None
-    if options.method == "draft" and translator is not None:
-        proposer = TranslatingProposer(draft, translator, metrics.rows,
-                                       target.get_output_embeddings().weight.shape[0], device)
-    elif options.method == "draft":
-        proposer = DraftProposer(draft, PaddedMapping(alignment, draft, device), size, device)
-    return Batch(options=options, target=KVState(target, size, device), proposer=proposer, rows=rows,
+    proposer = proposer_for(options, target, draft=draft, alignment=alignment, translator=translator,
+                            rows=metrics.rows, device=device)
+    if generator is None:
+        generator = torch.Generator(device=device).manual_seed(options.seed)
+    return Batch(options=options, target=KVState(target, size, device), proposer=proposer,
+                 controller=controller_for(options, target, draft, size), rows=rows,
                  live=list(range(size)), last=torch.zeros(size, dtype=torch.long, device=device),
-                 generator=torch.Generator(device=device).manual_seed(options.seed), metrics=metrics,
+                 generator=generator, metrics=metrics,
                  start=time.perf_counter(), eos=frozenset(() if options.ignore_eos else eos_ids),
                  clock=Clock(device) if timed else None, on_tokens=on_tokens)
 
 
 def prefill(batch: Batch, prompts: Sequence[Sequence[int]]) -> None:
-    """Every prompt through the target (and the draft), left-padded to the longest; the first token of each row."""
-    device = batch.last.device
-    width = max(len(p) for p in prompts)
-    ids = host_to_device([[0] * (width - len(p)) + list(p) for p in prompts], device)
-    real = None
-    if any(len(p) < width for p in prompts):
-        real = host_to_device([[False] * (width - len(p)) + [True] * len(p) for p in prompts], device,
-                              dtype=torch.bool)
+    """Every prompt through the target (and the proposer), left-padded to the longest; the first token of each
+    row."""
+    ids, real = left_pad(prompts, batch.last.device)
     logits = batch.target.forward(ids, keep=1, real=real)[:, -1]
     sampling = batch.options.sampling
     first = logits.argmax(dim=-1) if sampling.greedy else draw(warp(logits, sampling), batch.generator)
     first_host = device_to_host(first)
     check_drawn(first_host)
-    if isinstance(batch.proposer, DraftProposer):
-        batch.proposer.prefill(prompts, ids, real, first, first_host)
+    if batch.proposer is not None:
+        batch.proposer.prefill(Prefilled(prompts, ids, real, first, first_host))
     batch.metrics.prefill_s = batch.metrics.ttft_s = at = batch.elapsed()
     batch.last = first
     for index, token in enumerate(first_host):
         batch.rows[index].metrics.record_first(at)
         batch.emit(index, [token])
-    if batch.options.method == "ngram":
-        batch.proposer = NgramProposer([list(p) + [t] for p, t in zip(prompts, first_host)],
-                                       batch.options.ngram_min, batch.options.ngram_max, device)
     drop_finished(batch)
 
 
 def speculative_step(batch: Batch) -> None:
-    """Propose, verify, accept, read back, emit, roll back: one step for every live row."""
+    """Choose the width, propose, verify, accept, read back, emit, roll back: one step for every live row."""
     options, clock, metrics = batch.options, batch.clock, batch.metrics
-    budget = max(options.max_new_tokens - len(batch.rows[i].output) for i in batch.live)
-    width = min(options.proposals, budget - 1)
+    rooms = [options.max_new_tokens - len(batch.rows[i].output) for i in batch.live]
+    width = choose_width(batch, rooms)
     t0 = clock.now() if clock else 0.0
     proposals = propose(batch, width)
     t1 = clock.now() if clock else 0.0
@@ -179,34 +176,55 @@ def speculative_step(batch: Batch) -> None:
     count, chosen = accept(logits, proposals, options.sampling, batch.generator)
     readback = device_to_host(emitted_tokens(proposals, count, chosen))  # the step's one sync
     t2 = clock.now() if clock else 0.0
-    metrics.verify_passes += 1
+    at = batch.elapsed()
+    observe_time(batch, proposals.width, at)
     if clock:
         metrics.draft_s += t1 - t0
         metrics.target_s += t2 - t1
     count_host = [row[0] for row in readback]
-    at = batch.elapsed()
     emitted = []
     for position, index in enumerate(batch.live):
         n = count_host[position]
         kept = batch.emit(index, readback[position][1:n + 2])
-        batch.rows[index].metrics.record_step(proposals.length(position), n, len(kept), at)
+        judged, accepted = batch.rows[index].metrics.record_step(proposals.length(position), n, len(kept), at,
+                                                                 rooms[position])
+        batch.controller.observe_row(position, judged, accepted)
         emitted.append(kept)
     batch.target.rollback(proposals.lengths_on_device() - count,
                           [proposals.length(i) - n for i, n in enumerate(count_host)])
     if batch.proposer is not None:
-        batch.proposer.commit(emitted, proposals, count, count_host, chosen)
+        batch.proposer.commit(Outcome(proposals, count, count_host, chosen, emitted))
     batch.last = chosen
     drop_finished(batch)
 
 
+def choose_width(batch: Batch, rooms: list[int]) -> int:
+    """How many tokens this step proposes: what each row can reach (its budget, its proposer), then the
+    controller's choice (the largest reach for a fixed k)."""
+    limit = min(batch.options.proposals, max(rooms) - 1)
+    if batch.proposer is None or limit <= 0:
+        return 0
+    reach = [min(r, room - 1) for r, room in zip(batch.proposer.reach(limit), rooms)]
+    return batch.controller.choose(reach, batch.proposer.forwards_per_position)
+
+
+def observe_time(batch: Batch, width: int, at: float) -> None:
+    """The step's time, from the previous read-back to this one, for the controller (the first step of a call is
+    left out: it pays for the prefill's tail)."""
+    metrics = batch.metrics
+    metrics.verify_passes += 1
+    metrics.plain_steps += width == 0
+    forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
+    metrics.draft_passes += forwards
+    if batch.stamp is not None:
+        batch.controller.observe_step(forwards, len(batch.live) * (width + 1), at - batch.stamp)
+    batch.stamp = at
+
+
 def propose(batch: Batch, width: int) -> Proposals:
-    size = len(batch.live)
     if batch.proposer is None or width <= 0:
-        return Proposals(tokens=torch.zeros(size, 0, dtype=torch.long, device=batch.last.device))
-    proposals = batch.proposer.propose(width, batch.options.sampling, batch.generator)
-    if isinstance(batch.proposer, DraftProposer):
-        batch.metrics.draft_passes += width
-    return proposals
+        return Proposals.none(len(batch.live), batch.last.device)
+    return batch.proposer.propose(width, batch.options.sampling, batch.generator)
 
 
 def drop_finished(batch: Batch) -> None:
@@ -220,5 +238,6 @@ def drop_finished(batch: Batch) -> None:
     keep = host_to_device(stay, batch.last.device)
     batch.target.keep_rows(keep)
     batch.last = batch.last[keep]
+    batch.controller.keep_rows(stay)
     if batch.proposer is not None:
         batch.proposer.keep_rows(stay, keep)

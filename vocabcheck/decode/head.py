@@ -6,7 +6,7 @@ this project measures on multiplies 5 rows by Qwen2.5-7B's 152,064 × 3,584 head
 oneDNN (torch's other CPU library, as torch.compile uses it) takes 165 ms and 81 ms; MKL with the operands the other
 way round (``W @ h.T``) is the fastest for 2 to 8 rows of the demo's 256-wide head. No one kernel wins every shape,
 and which one wins depends on the CPU, so :class:`TunedHead` times the candidates on the first call of each size
-of row count, once per process and weight, and keeps the fastest (as cuDNN's benchmark mode does). The candidates
+of row count, once per process and head shape, and keeps the fastest (as cuDNN's benchmark mode does). The candidates
 agree to float32 rounding. ``benchmarks/head_layout.py`` measures every width and row count;
 reports/head-layout.md has the figures.
 
@@ -72,17 +72,18 @@ def candidates() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tenso
 
 class TunedHead:
     """``lm_head`` with the model's own weight, hidden states [B, n, H] to logits [B, n, V], through the kernel that
-    was fastest in this process for that many rows (B·n, in buckets: 1, 2, 3–4, 5–8, 9–16, ...). The first call of
-    a bucket times the candidates on its input — one untimed call each, then ``rounds`` interleaved timed rounds
-    keeping each kernel's best time (robust to a busy machine), dropping after the first round any kernel over
-    twice the fastest — so it costs a few products; later calls cost one."""
+    was fastest in this process for that many rows (B·n, in buckets: 1, 2, 3–4, 5–8, 9–16, ...) and this head's
+    shape. The first call of a bucket times the candidates on its input — ``rounds`` interleaved rounds keeping each
+    kernel's best time (the first round doubles as the warm-up; robust to a busy machine), dropping after the first
+    round any kernel over twice the fastest — and returns the winner's own product, so it costs a few products;
+    later calls cost one. Heads of the same shape share their choices (:data:`_CHOICES`)."""
 
-    rounds = 3
+    rounds = 2
 
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
         self.kernels = candidates()
-        self.choice: dict[int, str] = {}  # bucket → kernel name
+        self.choice: dict[int, str] = _CHOICES.setdefault((tuple(weight.shape), weight.dtype), {})  # bucket → name
 
     @staticmethod
     def bucket(rows: int) -> int:
@@ -91,25 +92,29 @@ class TunedHead:
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
         bucket = self.bucket(hidden.numel() // hidden.shape[-1])
         name = self.choice.get(bucket)
-        if name is None:
-            name = self.choice[bucket] = self._fastest(hidden)
-        return self.kernels[name](hidden, self.weight)
+        if name is not None:
+            return self.kernels[name](hidden, self.weight)
+        name, out = self._fastest(hidden)
+        self.choice[bucket] = name
+        return out
 
-    def _fastest(self, hidden: torch.Tensor) -> str:
-        for kernel in self.kernels.values():
-            kernel(hidden, self.weight)
+    def _fastest(self, hidden: torch.Tensor) -> tuple[str, torch.Tensor]:
         best = {name: float("inf") for name in self.kernels}
+        outputs = {}
         for round_ in range(self.rounds):
             for name in list(best):
                 start = time.perf_counter()
-                self.kernels[name](hidden, self.weight)
+                outputs[name] = self.kernels[name](hidden, self.weight)
                 best[name] = min(best[name], time.perf_counter() - start)
             if round_ == 0:
                 fastest = min(best.values())
                 best = {name: seconds for name, seconds in best.items() if seconds <= 2 * fastest}
-        return min(best, key=best.get)
+        name = min(best, key=best.get)
+        return name, outputs[name]
 
 
+# (head shape, dtype) → {bucket: kernel name}: decided once per process for every head of that shape
+_CHOICES: dict[tuple[tuple[int, ...], torch.dtype], dict[int, str]] = {}
 _HEADS: "weakref.WeakKeyDictionary[torch.nn.Linear, TunedHead]" = weakref.WeakKeyDictionary()  # module → head
 
 

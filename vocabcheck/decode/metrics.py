@@ -3,7 +3,9 @@
 Only emitted tokens count. A step verifies a row's proposals and emits its accepted proposals plus the target's own
 token (the correction, or the bonus after a fully accepted run); when eos or the length budget cuts the row inside the
 run, the last emitted token stands for the target's token and the proposals after it were never emitted, so they
-count neither as drafted nor as accepted. For every row, and so in total:
+count neither as drafted nor as accepted; proposals past the row's budget count as drafted neither there nor when the
+row rejects earlier (``proposed`` counts everything proposed: what the controller chose). For every row, and so in
+total:
 
     generated = first tokens + verifications + accepted
 """
@@ -26,17 +28,27 @@ class RowMetrics:
     accepted_at: list[int] = field(default_factory=list)
     first_at: float = 0.0  # seconds since the call started: the first token, and the latest emitted token
     last_at: float = 0.0
+    proposed: int = 0  # tokens proposed, whether or not they could count (the controller's choice)
+    unspeculated: int = 0  # verifications with no proposal (plain steps)
     outside_shared: int = 0  # translated drafts: emitted target tokens no shared token stands for
     reencodings: int = 0  # translated drafts: target text re-encoded with the draft's tokenizer
 
     def record_first(self, at: float) -> None:
         self.first_tokens, self.generated, self.first_at, self.last_at = 1, 1, at, at
 
-    def record_step(self, proposed: int, accepted: int, emitted: int, at: float) -> None:
+    def record_step(self, proposed: int, accepted: int, emitted: int, at: float, room: int) -> tuple[int, int]:
         """A verification of ``proposed`` tokens that accepted ``accepted`` of them and emitted ``emitted`` tokens
-        (``accepted + 1``, or fewer where the row ended inside the accepted run)."""
-        judged, kept = (proposed, accepted) if emitted == accepted + 1 else (emitted - 1, emitted - 1)
+        (``accepted + 1``, or fewer where the row ended inside the accepted run), with room for ``room`` more
+        tokens before it. Proposals past the row's budget (beyond ``room - 1``) could never be emitted as proposals,
+        so they count as drafted neither when the row rejects nor when it is cut inside an accepted run. Returns
+        what counted: (drafted, accepted)."""
+        if emitted == accepted + 1:
+            judged, kept = min(proposed, max(room - 1, accepted)), accepted
+        else:
+            judged = kept = emitted - 1
         self.steps += 1
+        self.proposed += proposed
+        self.unspeculated += proposed == 0
         self.drafted += judged
         self.accepted += kept
         self.generated += emitted
@@ -44,6 +56,12 @@ class RowMetrics:
         _grow(self.accepted_at, kept)
         if emitted:
             self.last_at = at
+        return judged, kept
+
+    @property
+    def proposal_length(self) -> float:
+        """Mean tokens proposed per verification (before the budget cut)."""
+        return self.proposed / self.steps if self.steps else 0.0
 
     @property
     def tpot_s(self) -> float:
@@ -64,12 +82,13 @@ class Metrics:
     (last token time - first token time) / (tokens - 1)."""
 
     method: str
-    k: int
+    k: int | str  # the fixed proposal length, "auto", or 0 for plain decoding
     batch_size: int
     rows: list[RowMetrics] = field(default_factory=list)
     translated: bool = False
     verify_passes: int = 0  # target forwards after prefill (one per step, whatever the batch)
     draft_passes: int = 0  # draft forwards after prefill
+    plain_steps: int = 0  # steps where no row proposed anything (no draft forward, a plain target step)
     prefill_s: float = 0.0
     draft_s: float = 0.0
     target_s: float = 0.0
@@ -101,11 +120,21 @@ class Metrics:
         return self._sum("generated")
 
     def _positions(self, name: str) -> list[int]:
-        totals = [0] * self.k
+        totals = [0] * max([self.k if isinstance(self.k, int) else 0]
+                           + [len(getattr(row, name)) for row in self.rows])
         for row in self.rows:
             for j, count in enumerate(getattr(row, name)):
                 totals[j] += count
         return totals
+
+    @property
+    def proposed(self) -> int:
+        return self._sum("proposed")
+
+    @property
+    def proposal_length(self) -> float:
+        """Mean tokens proposed per row and verification: what the controller chose (k for a fixed k)."""
+        return self.proposed / self.steps if self.steps else 0.0
 
     @property
     def outside_shared(self) -> int:
@@ -168,7 +197,8 @@ class Metrics:
             method=self.method, k=self.k, batch_size=max(self.batch_size, other.batch_size),
             translated=self.translated or other.translated,
             rows=self.rows + other.rows, verify_passes=self.verify_passes + other.verify_passes,
-            draft_passes=self.draft_passes + other.draft_passes, prefill_s=self.prefill_s + other.prefill_s,
+            draft_passes=self.draft_passes + other.draft_passes, plain_steps=self.plain_steps + other.plain_steps,
+            prefill_s=self.prefill_s + other.prefill_s,
             draft_s=self.draft_s + other.draft_s, target_s=self.target_s + other.target_s,
             total_s=self.total_s + other.total_s,
             ttft_s=min((m.ttft_s for m in (self, other) if m.rows), default=0.0),

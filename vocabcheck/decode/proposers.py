@@ -1,23 +1,48 @@
-"""Where proposals come from: prompt lookup (n-grams of the row's own context) or a draft model.
+"""Where proposals come from, behind one interface: :class:`Proposer`.
 
-A proposer gives each live row up to ``width`` target ids as :class:`Proposals`, is told after the step's one host
-sync how many each row accepted (``commit``), and forgets rows that finished (``keep_rows``). The draft proposer keeps
-its proposals on the device; its cache runs in lockstep with the target's and is rolled back past the first
-rejection. How the draft's vocabulary meets the target's is its mapping's business (:mod:`vocabcheck.decode.mapping`).
+A proposer is built by :func:`vocabcheck.decode.factory.proposer_for` (the one place that knows the methods) and
+driven by the engine in this order, for every batch:
+
+1. ``prefill(start)`` — once, after the target's prefill: the prompts (as the target's left-padded batch) and each
+   row's first token (:class:`Prefilled`). A draft model runs its prompt pass here; a lookup builds its index.
+2. every step, ``reach(limit)`` — how many tokens each live row could propose now (at most ``limit``): a draft model
+   can always propose ``limit``; a prompt lookup only what its match holds. The controller
+   (:mod:`vocabcheck.decode.controller`) picks the step's width from it, 0 included.
+3. ``propose(width, sampling, generator)`` — only when the width is above 0: up to ``width`` target ids per row as
+   :class:`Proposals`, on the device, with no host sync.
+4. ``commit(outcome)`` — after the step's one host sync, what the target did (:class:`Outcome`): the proposer keeps
+   what was accepted and learns what it has not seen yet (after a step of width 0, a draft model owes the target's
+   token and catches up on it, with everything else it skipped, in its next proposal pass: no cache recomputation).
+5. ``keep_rows(live, rows)`` — rows that finished leave the batch (positions on the host, indices on the device).
+
+``forwards_per_position`` says what a proposal costs in model passes: a draft model runs one forward of the whole
+batch per proposed position (1), a lookup none (0). Adding a proposer: a class with these five methods and that
+attribute, one line in the factory, and its tests (CONTRIBUTING.md, "Adding a proposer").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from .device import host_to_device
-from .mapping import PaddedMapping
 from .ngram import NgramIndex
 from .sampling import Sampling, draw, warp
 from .state import KVState
+
+
+def left_pad(rows: Sequence[Sequence[int]], device: torch.device) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Rows of ids of different lengths as one left-padded [B, width] tensor (padding id 0) on ``device``, and which
+    of its slots are real ([B, width] bool; None where every row fills the width)."""
+    width = max(len(r) for r in rows)
+    tokens = host_to_device([[0] * (width - len(r)) + list(r) for r in rows], device, shape=(len(rows), width))
+    if all(len(r) == width for r in rows):
+        return tokens, None
+    real = host_to_device([[False] * (width - len(r)) + [True] * len(r) for r in rows], device, dtype=torch.bool)
+    return tokens, real
 
 
 @dataclass(frozen=True)
@@ -33,6 +58,11 @@ class Proposals:
     host: list[list[int]] | None = None
     device_lengths: torch.Tensor | None = None  # ``lengths`` on the device, where they are given
 
+    @staticmethod
+    def none(rows: int, device: torch.device) -> Proposals:
+        """A step of width 0: nothing proposed, a plain decoding step."""
+        return Proposals(tokens=torch.zeros(rows, 0, dtype=torch.long, device=device))
+
     @property
     def width(self) -> int:
         return self.tokens.shape[1]
@@ -47,16 +77,81 @@ class Proposals:
         return self.width if self.lengths is None else self.lengths[row]
 
 
+@dataclass(frozen=True)
+class Prefilled:
+    """The batch after the target's prefill: the prompts, as ``ids`` [B, width] left-padded (``real`` marks the
+    real slots; None: all), and each row's first token on the device and on the host."""
+
+    prompts: Sequence[Sequence[int]]
+    ids: torch.Tensor
+    real: torch.Tensor | None
+    first: torch.Tensor
+    first_host: list[int]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one verification did: each row's accepted count (device and host), the target's own token after it
+    (``chosen``, device), and the tokens each row emitted (host; eos or the budget may cut them short)."""
+
+    proposals: Proposals
+    count: torch.Tensor
+    count_host: list[int]
+    chosen: torch.Tensor
+    emitted: list[list[int]]
+
+
+class Proposer(Protocol):
+    """The interface the engine drives (see the module's docstring for the order of the calls)."""
+
+    forwards_per_position: int
+
+    def prefill(self, start: Prefilled) -> None: ...
+
+    def reach(self, limit: int) -> list[int]: ...
+
+    def propose(self, width: int, sampling: Sampling, generator: torch.Generator) -> Proposals: ...
+
+    def commit(self, outcome: Outcome) -> None: ...
+
+    def keep_rows(self, live: list[int], rows: torch.Tensor) -> None: ...
+
+
+class DraftMapping(Protocol):
+    """How a draft's vocabulary meets the target's: :class:`vocabcheck.decode.mapping.PaddedMapping` (one
+    tokenizer, rows padded or cut) and :class:`vocabcheck.decode.translate.TranslatedMapping` (two tokenizers,
+    through their shared tokens)."""
+
+    target_rows: int
+
+    def to_draft(self, ids: torch.Tensor) -> torch.Tensor:
+        """Target ids (every proposal is one) as the draft's input ids."""
+
+    def logits(self, draft_logits: torch.Tensor) -> torch.Tensor:
+        """Draft logits [..., draft rows] as float32 logits over the target's rows (-inf where nothing maps)."""
+
+    def greedy(self, draft_logits: torch.Tensor) -> torch.Tensor:
+        """The target id of the argmax of :meth:`logits`, without building the whole vector where possible."""
+
+
 class NgramProposer:
     """Prompt lookup per row: the tokens that followed the latest earlier occurrence of the row's last n tokens."""
 
-    def __init__(self, contexts: Sequence[Sequence[int]], n_min: int, n_max: int, device: torch.device):
-        self.lookups = []
-        for context in contexts:
-            index = NgramIndex(n_min, n_max)
-            index.extend(context)
-            self.lookups.append(index)
+    forwards_per_position = 0
+
+    def __init__(self, n_min: int, n_max: int, device: torch.device):
+        self.n_min, self.n_max = n_min, n_max
+        self.lookups: list[NgramIndex] = []
         self.device = device
+
+    def prefill(self, start: Prefilled) -> None:
+        for prompt, token in zip(start.prompts, start.first_host):
+            index = NgramIndex(self.n_min, self.n_max)
+            index.extend(list(prompt) + [token])
+            self.lookups.append(index)
+
+    def reach(self, limit: int) -> list[int]:
+        return [len(lookup.propose(limit)) for lookup in self.lookups]
 
     def propose(self, width: int, sampling: Sampling, generator: torch.Generator) -> Proposals:
         found = [lookup.propose(width) for lookup in self.lookups]
@@ -69,9 +164,8 @@ class NgramProposer:
         return Proposals(tokens=tokens, lengths=lengths, host=found,
                          device_lengths=host_to_device(lengths, self.device))
 
-    def commit(self, emitted: Sequence[Sequence[int]], proposals: Proposals, count: torch.Tensor,
-               count_host: list[int], chosen: torch.Tensor) -> None:
-        for lookup, tokens in zip(self.lookups, emitted):
+    def commit(self, outcome: Outcome) -> None:
+        for lookup, tokens in zip(self.lookups, outcome.emitted):
             lookup.extend(tokens)
 
     def keep_rows(self, live: list[int], rows: torch.Tensor) -> None:
@@ -79,22 +173,32 @@ class NgramProposer:
 
 
 class DraftProposer:
-    """A draft model whose distributions the mapping turns into distributions over the target's rows."""
+    """A draft model whose distributions the mapping turns into distributions over the target's rows. Its cache
+    runs in lockstep with the target's and is rolled back past the first rejection; what it has not seen yet waits in
+    ``pending`` and goes in with its next proposal pass."""
 
-    def __init__(self, draft, mapping: PaddedMapping, batch: int, device: torch.device):
+    forwards_per_position = 1
+
+    def __init__(self, draft, mapping: DraftMapping, batch: int, device: torch.device):
         self.state = KVState(draft, batch, device)
         self.mapping = mapping
         self.pending: torch.Tensor | None = None  # [B, P] draft ids the draft has not seen yet (left-padded)
         self.pending_real: torch.Tensor | None = None  # which of them are real; None: all
 
-    def prefill(self, prompts: Sequence[Sequence[int]], ids: torch.Tensor, real: torch.Tensor | None,
-                first: torch.Tensor, first_host: list[int]) -> None:
-        """The prompts (``ids`` as the target's left-padded batch) through the draft; the first token is owed."""
-        self.state.forward(self.mapping.to_draft(ids), keep=1, real=real)
-        self.pending, self.pending_real = self.mapping.to_draft(first[:, None]), None
+    def prefill(self, start: Prefilled) -> None:
+        """The prompts through the draft; the first token is owed."""
+        self.state.forward(self.mapping.to_draft(start.ids), keep=1, real=start.real)
+        self.pending, self.pending_real = self.mapping.to_draft(start.first[:, None]), None
+
+    def reach(self, limit: int) -> list[int]:
+        return [limit] * self.state.real.shape[0]
+
+    def _unseen(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What the draft must be fed before it proposes: [B, P] ids and which are real."""
+        return self.pending, self.pending_real
 
     def propose(self, width: int, sampling: Sampling, generator: torch.Generator) -> Proposals:
-        tokens, real = self.pending, self.pending_real
+        tokens, real = self._unseen()
         picks, dists = [], []
         for _ in range(width):
             draft_logits = self.state.forward(tokens, keep=1, real=real)[:, -1]
@@ -108,12 +212,12 @@ class DraftProposer:
             tokens, real = self.mapping.to_draft(pick[:, None]), None
         return Proposals(tokens=torch.stack(picks, dim=1), q=torch.stack(dists, dim=1) if dists else None)
 
-    def commit(self, emitted, proposals: Proposals, count: torch.Tensor, count_host: list[int],
-               chosen: torch.Tensor) -> None:
+    def commit(self, outcome: Outcome) -> None:
         """The draft saw its pending tokens and all proposals but the last: it keeps the accepted ones and owes the
-        rest — the last proposal where all were accepted — and the target's token."""
-        width = proposals.width
-        owed = self.mapping.to_draft(chosen[:, None])
+        rest — the last proposal where all were accepted — and the target's token. After a step of width 0 it saw
+        nothing: the target's token joins what it already owed."""
+        width, count, count_host = outcome.proposals.width, outcome.count, outcome.count_host
+        owed = self.mapping.to_draft(outcome.chosen[:, None])
         if width == 0:
             self.pending = torch.cat([self.pending, owed], dim=1)
             if self.pending_real is not None:
@@ -124,7 +228,7 @@ class DraftProposer:
         if not any(full):
             self.pending, self.pending_real = owed, None
             return
-        self.pending = torch.cat([self.mapping.to_draft(proposals.tokens[:, -1:]), owed], dim=1)
+        self.pending = torch.cat([self.mapping.to_draft(outcome.proposals.tokens[:, -1:]), owed], dim=1)
         accepted_all = count == width
         self.pending_real = None if all(full) else torch.stack([accepted_all, torch.ones_like(accepted_all)], dim=1)
 

@@ -7,6 +7,8 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+import torch
+
 from ..errors import InputError, RefusedPair
 from ..check import compare
 from ..profile import ModelProfile, profile_of
@@ -70,7 +72,7 @@ class Session:
         return encode_prompts(self.target_profile, prompts, chat)
 
     def generate_ids(self, prompt_ids: Sequence[Sequence[int]], options: DecodeOptions,
-                     on_tokens: OnTokens | None = None) -> Generation:
+                     on_tokens: OnTokens | None = None, generator=None) -> Generation:
         if options.method not in self.request.methods:
             raise ValueError(f"this session was started for {', '.join(self.request.methods)}, not {options.method}")
         if options.method == "none" and self.plain_problem is not None:
@@ -80,19 +82,21 @@ class Session:
         return generate(self.target_model, prompt_ids, options, draft=self.draft_model if use_draft else None,
                         alignment=self.comparison.alignment if use_draft and not translated else None,
                         translator=self.translator if translated else None, eos_ids=self.eos_ids,
-                        on_tokens=on_tokens)
+                        on_tokens=on_tokens, generator=generator)
 
     def generate(self, prompts: Sequence[Prompt], options: DecodeOptions, *, chat: bool = False,
                  batch_size: int = 1, on_tokens: OnTokens | None = None) -> RunResult:
         """Generate for every prompt, ``batch_size`` at a time; ``on_tokens(index, ids)`` streams by prompt index.
         Ctrl-C ends the run with what was generated so far (``interrupted``), wherever it lands."""
         ids = self.encode(prompts, chat)
+        generator = torch.Generator(device=self.device).manual_seed(options.seed)  # one sampler stream per run
         done: list[tuple[int, Generation]] = []
         interrupted = False
         try:
             for begin in range(0, len(ids), batch_size):
                 callback = (lambda row, new, base=begin: on_tokens(base + row, new)) if on_tokens else None
-                done.append((begin, self.generate_ids(ids[begin:begin + batch_size], options, on_tokens=callback)))
+                done.append((begin, self.generate_ids(ids[begin:begin + batch_size], options, on_tokens=callback,
+                                                       generator=generator)))
                 if done[-1][1].interrupted:
                     break
         except KeyboardInterrupt:
@@ -102,7 +106,7 @@ class Session:
     def _result(self, prompts, options: DecodeOptions, done, interrupted: bool) -> RunResult:
         tokenizer = self.target_profile.source.tokenizer
         results: list[SequenceResult] = []
-        metrics = Metrics(method=options.method, k=options.proposals, batch_size=0)
+        metrics = Metrics(method=options.method, k=options.k_label, batch_size=0)
         for begin, generation in done:
             metrics = metrics.merge(generation.metrics)
             interrupted = interrupted or generation.interrupted

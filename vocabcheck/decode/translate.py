@@ -27,11 +27,12 @@ import torch
 
 from .device import host_to_device
 from .metrics import RowMetrics
-from .proposers import DraftProposer, Proposals
+from .proposers import DraftProposer, Outcome, Prefilled, left_pad
 
 
 class TranslatedMapping:
-    """The shared tokens as tensors: draft logits placed on the target's ids, target ids as draft input ids."""
+    """The shared tokens as tensors (a :class:`vocabcheck.decode.proposers.DraftMapping`): draft logits placed on
+    the target's ids, target ids as draft input ids."""
 
     def __init__(self, translation, target_rows: int, device: torch.device):
         target_ids, draft_ids = translation.pairs
@@ -203,68 +204,60 @@ def _utf8_state(data: bytes) -> str:
 
 
 class TranslatingProposer(DraftProposer):
-    """A draft model with its own tokenizer: contexts per row in draft ids, proposals as shared target ids."""
+    """A draft model with its own tokenizer: contexts per row in draft ids, proposals as shared target ids. What
+    each row owes the draft is kept on the host (``owed``, draft ids) until its next proposal pass, so steps of
+    width 0 only add to it."""
 
     def __init__(self, draft, translator: Translator, metrics: Sequence[RowMetrics], target_rows: int,
                  device: torch.device):
         super().__init__(draft, TranslatedMapping(translator.translation, target_rows, device), len(metrics), device)
         self.translator = translator
         self.rows = [RowContext(translator, row) for row in metrics]
+        self.owed: list[list[int]] = [[] for _ in metrics]
         self.device = device
 
-    def prefill(self, prompts: Sequence[Sequence[int]], ids: torch.Tensor, real: torch.Tensor | None,
-                first: torch.Tensor, first_host: list[int]) -> None:
+    def prefill(self, start: Prefilled) -> None:
         """Each prompt in the draft's own tokenization, then the target's first token is owed."""
-        encoded = [prompt_ids(self.translator, prompt) for prompt in prompts]
-        for context, ids_ in zip(self.rows, encoded):
-            context.last_fed = ids_[-1]
-        tokens, real_ = self._chunk(encoded)
-        self.state.forward(tokens, keep=1, real=real_)
-        for context, token in zip(self.rows, first_host):
+        encoded = [prompt_ids(self.translator, prompt) for prompt in start.prompts]
+        for context, ids in zip(self.rows, encoded):
+            context.last_fed = ids[-1]
+        tokens, real = left_pad(encoded, self.device)
+        self.state.forward(tokens, keep=1, real=real)
+        for context, token in zip(self.rows, start.first_host):
             context.count([token])
-        self._set_pending([context.feed([token]) for context, token in zip(self.rows, first_host)],
-                          [0] * len(prompts))
+        self.owed = [context.feed([token]) for context, token in zip(self.rows, start.first_host)]
 
-    def commit(self, emitted, proposals: Proposals, count: torch.Tensor, count_host: list[int],
-               chosen: torch.Tensor) -> None:
-        """Roll back rejected proposals, then feed each row what it emitted beyond what the draft has seen: the
-        target's token, and the last proposal where every proposal was accepted."""
-        width = proposals.width
-        rejected, pending = [], []
-        for context, tokens, n in zip(self.rows, emitted, count_host):
+    def _unseen(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """What each row owes, left-padded. A row that owes nothing (a character still incomplete) re-feeds its
+        last token, taken back from the cache first, so that every row has logits to draw its next proposal from."""
+        refeed = [0 if ids else 1 for ids in self.owed]
+        if any(refeed):
+            self.state.rollback(host_to_device(refeed, self.device), refeed)
+        rows = [ids or [context.last_fed] for ids, context in zip(self.owed, self.rows)]
+        self.owed = [[] for _ in rows]
+        return left_pad(rows, self.device)
+
+    def commit(self, outcome: Outcome) -> None:
+        """Roll back rejected proposals, then add to what each row owes the draft what it emitted beyond what the
+        draft has seen: the target's token, and the last proposal where every proposal was accepted."""
+        width = outcome.proposals.width
+        rejected = []
+        for context, tokens, n, owed in zip(self.rows, outcome.emitted, outcome.count_host, self.owed):
             context.count(tokens)
             rejected.append(max(0, width - 1 - n))
             if len(tokens) <= n:  # eos or the length budget ended the row inside its accepted run: it leaves
-                pending.append([])
                 continue
             seen = min(n, width - 1) if width else 0  # accepted proposals the draft already consumed
             if seen:
                 context.last_fed = self.translator.direct[tokens[seen - 1]]
-            pending.append(context.feed(tokens[seen:]))
-        self._set_pending(pending, rejected)
-
-    def _set_pending(self, pending: list[list[int]], rejected: list[int]) -> None:
-        """A row with nothing new to feed (a character still incomplete) re-feeds its last token, so that every
-        row has logits to draw its next proposal from."""
-        refeed = [not ids for ids in pending]
-        pending = [ids or [context.last_fed] for ids, context in zip(pending, self.rows)]
-        total = [r + int(again) for r, again in zip(rejected, refeed)]
-        if any(total):
-            self.state.rollback(host_to_device(total, self.device), total)
-        self.pending, self.pending_real = self._chunk(pending)
-
-    def _chunk(self, rows: list[list[int]]):
-        width = max(len(r) for r in rows)
-        tokens = host_to_device([[0] * (width - len(r)) + r for r in rows], self.device)
-        if all(len(r) == width for r in rows):
-            return tokens, None
-        real = host_to_device([[False] * (width - len(r)) + [True] * len(r) for r in rows], self.device,
-                              dtype=torch.bool)
-        return tokens, real
+            owed += context.feed(tokens[seen:])
+        if any(rejected):
+            self.state.rollback(host_to_device(rejected, self.device), rejected)
 
     def keep_rows(self, live: list[int], rows: torch.Tensor) -> None:
-        super().keep_rows(live, rows)
+        self.state.keep_rows(rows)
         self.rows = [self.rows[i] for i in live]
+        self.owed = [self.owed[i] for i in live]
 
 
 def prompt_ids(translator: Translator, prompt: Sequence[int]) -> list[int]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from .device import host_to_device
-from .proposers import Proposals
+from .proposers import Proposals, left_pad
 from .sampling import Sampling, acceptance_probability, draw, residual, warp
 from .state import KVState
 
@@ -21,11 +20,8 @@ def verify(state: KVState, last: torch.Tensor, last_host: list[int], proposals: 
     width = proposals.width
     if proposals.lengths is None:
         return state.forward(torch.cat([last[:, None], proposals.tokens], dim=1), keep=width + 1)
-    chunk = [[0] * (width - len(p)) + [t] + p for t, p in zip(last_host, proposals.host)]
-    real = [[False] * (width - len(p)) + [True] * (len(p) + 1) for p in proposals.host]
-    device = last.device
-    return state.forward(host_to_device(chunk, device), keep=width + 1,
-                         real=host_to_device(real, device, dtype=torch.bool))
+    tokens, real = left_pad([[t] + p for t, p in zip(last_host, proposals.host)], last.device)
+    return state.forward(tokens, keep=width + 1, real=real)
 
 
 def accept(logits: torch.Tensor, proposals: Proposals, sampling: Sampling,

@@ -388,6 +388,9 @@ def print_metrics(out: Console, session, result) -> None:
         table.add_row("acceptance rate", f"{m.acceptance_rate:.1%}")
         table.add_row("mean accepted length", f"{m.mean_accepted_length:.2f}")
         table.add_row("acceptance by position", " ".join(f"{a:.0%}" for a in m.acceptance_by_position))
+        table.add_row("mean proposal length", f"{m.proposal_length:.2f}" + (" (chosen per step)" if m.k == "auto"
+                                                                              else ""))
+        table.add_row("steps without speculation", f"{m.plain_steps:,} of {m.verify_passes:,}")
     if m.translated:
         table.add_row("tokens the draft could not propose", f"{m.outside_shared:,} ({m.outside_shared_share:.1%})")
         table.add_row("re-encodings per 100 tokens", f"{m.reencodings_per_100:.1f}")

@@ -1,0 +1,117 @@
+"""The proposal-length controller (``-k auto``) on made-up costs and acceptances, the options that select it, and
+the drafted counts at a row's budget."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+import pytest
+
+from vocabcheck.decode.controller import (Acceptance, AdaptiveLength, FixedLength, StepCosts, expected_tokens)
+from vocabcheck.decode.metrics import RowMetrics
+from vocabcheck.decode.options import METHODS, DecodeOptions, parse_k
+from vocabcheck.errors import BadOption
+
+
+def measured(draft_forward: float, plain: float, per_slot: float, rows: int, k_max: int = 8) -> StepCosts:
+    """Step costs learnt from 40 made-up steps of every width: t = plain + draft_forward·W + per_slot·rows·W."""
+    costs = StepCosts(draft_share=0.1, rows=rows, k_max=k_max)
+    for step in range(40):
+        width = step % (k_max + 1)
+        costs.observe(width, rows * (width + 1), plain + draft_forward * width + per_slot * rows * width)
+    return costs
+
+
+def learnt(controller: AdaptiveLength, rows: int, accepted: int, rejected: int) -> None:
+    for row in range(rows):
+        for _ in range(rejected):
+            controller.observe_row(row, 4, 0)
+        for _ in range(accepted):
+            controller.observe_row(row, 4, 4)
+
+
+def test_the_fit_recovers_the_made_up_costs():
+    costs = measured(draft_forward=0.002, plain=0.010, per_slot=0.001, rows=4)
+    for width in (0, 3, 8):
+        truth = 0.010 + 0.002 * width + 0.001 * 4 * width
+        assert costs.seconds(width, 4 * (width + 1)) == pytest.approx(truth, rel=0.05)  # the prior still weighs a little
+
+
+def test_nothing_is_proposed_when_verification_is_expensive_and_acceptance_low():
+    controller = AdaptiveLength(16, 8, measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16))
+    learnt(controller, 16, accepted=1, rejected=30)
+    assert controller.choose([8] * 16, forwards_per_position=1) == 0
+    assert controller.choose([8] * 16, forwards_per_position=0) == 0  # a free lookup does not pay either
+
+
+def test_the_most_is_proposed_when_acceptance_is_near_one_and_verification_cheap():
+    controller = AdaptiveLength(4, 8, measured(draft_forward=0.0002, plain=0.010, per_slot=0.00001, rows=4))
+    learnt(controller, 4, accepted=40, rejected=0)
+    assert controller.choose([8] * 4, forwards_per_position=1) == 8
+    assert controller.choose([3, 8, 2, 0], forwards_per_position=1) == 8  # one row's reach is enough
+    assert controller.choose([3, 2, 2, 0], forwards_per_position=1) == 3  # never beyond what the rows reach
+
+
+def test_in_between_the_choice_is_the_best_expected_rate():
+    costs = measured(draft_forward=0.001, plain=0.010, per_slot=0.0005, rows=4)
+    controller = AdaptiveLength(4, 8, costs)
+    learnt(controller, 4, accepted=6, rejected=4)
+    alpha = controller.acceptance.rate(0)
+    rates = [4 * expected_tokens(alpha, w) / costs.seconds(w, 4 * (w + 1)) for w in range(9)]
+    assert controller.choose([8] * 4, 1) == rates.index(max(rates))
+    assert 0 < rates.index(max(rates)) < 8
+
+
+def test_acceptance_starts_from_the_prior_and_forgets_slowly_when_idle():
+    acceptance = Acceptance(2)
+    assert acceptance.rate(0) == 0.5  # no warm-up run: Beta(1, 1)
+    for _ in range(10):
+        acceptance.observe(0, 4, 0)
+    low = acceptance.rate(0)
+    assert low < 0.15 and acceptance.rate(1) == 0.5
+    for _ in range(200):
+        acceptance.observe(0, 0, 0)  # steps without proposals: drifts back towards the prior, to be tried again
+    assert low < acceptance.rate(0) < 0.5
+    acceptance.keep_rows([1])
+    assert acceptance.rate(0) == 0.5
+
+
+def test_a_fixed_k_proposes_all_it_can():
+    assert FixedLength().choose([4, 2, 0], forwards_per_position=1) == 4
+    assert FixedLength().choose([], forwards_per_position=1) == 0
+
+
+def test_k_is_auto_by_default_and_checked():
+    assert DecodeOptions().k == "auto" and DecodeOptions().adaptive and DecodeOptions().proposals == 8
+    assert DecodeOptions(k=3).proposals == 3 and not DecodeOptions(k=3).adaptive
+    assert DecodeOptions(method="none").k_label == 0 and not DecodeOptions(method="none").adaptive
+    assert parse_k("auto") == "auto" and parse_k("AUTO") == "auto" and parse_k("12") == 12
+    for bad in ("four", "0", "65", "1.5", ""):
+        with pytest.raises(BadOption, match=r"-k \(tokens proposed per step\) must be between 1 and 64 or auto"):
+            parse_k(bad)
+    for bad in (0, 65, "four", True, 2.0):
+        with pytest.raises(BadOption):
+            DecodeOptions(k=bad)
+
+
+def test_the_run_schema_lists_the_methods_and_k():
+    schema = json.loads((resources.files("vocabcheck") / "schemas" / "run-1.json").read_text(encoding="utf-8"))
+    assert tuple(schema["properties"]["method"]["enum"]) == METHODS
+    k = schema["properties"]["metrics"]["properties"]["k"]
+    assert {"const": "auto"} in k["oneOf"]
+
+
+@pytest.mark.parametrize("accepted, emitted, proposed, room, drafted, kept", [
+    (1, 2, 8, 3, 2, 1),  # rejects at position 2: 8 proposed but only 2 fit in the budget
+    (2, 3, 8, 3, 2, 2),  # accepts 2 and emits the target's token: ends at the budget
+    (5, 3, 8, 3, 2, 2),  # accepts 5, cut by the budget after 3 tokens: the same 2 drafted
+    (0, 1, 4, 10, 4, 0),  # far from the budget: every proposal counts
+    (0, 1, 0, 10, 0, 0),  # a plain step
+])
+def test_drafted_counts_stop_at_the_budget_whether_the_row_rejects_or_is_cut(accepted, emitted, proposed, room,
+                                                                            drafted, kept):
+    row = RowMetrics()
+    assert row.record_step(proposed, accepted, emitted, 1.0, room) == (drafted, kept)
+    assert (row.drafted, row.accepted, row.generated, row.proposed) == (drafted, kept, emitted, proposed)
+    assert row.unspeculated == (proposed == 0)

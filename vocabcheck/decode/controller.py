@@ -1,0 +1,206 @@
+"""How many tokens to propose each step (``-k auto``): the width that maximises the expected emitted tokens per
+second, from acceptance and costs measured while the call runs.
+
+**What a step costs.** Rows are left-padded to the step's widest, so a verification of width W carries B·(W+1)
+slots whatever each row proposed, and a draft model runs one forward of the whole batch per proposed position. A
+step's time is modelled as
+
+    t(W) = a + b·D + c·S        D = draft forwards (W for a draft model, 0 for a lookup), S = B·(W + 1) slots
+
+(``a``: everything a plain step pays that does not grow with the width, host work included). :class:`StepCosts`
+fits a, b, c by least squares over the steps so far, recent steps weighing more, each step timed from the previous
+step's read-back to its own (the step's one host sync, so the timing adds none). A CPU, whose verification is
+compute-bound, learns a large c; a GPU, memory-bound at these sizes, a small one: no table per device. Until there is
+data, a prior stands in (three pseudo-steps, scaled by the first measured step): a draft forward costs the draft's
+share of the pair's parameters, and each extra verified slot ``SLOT_SHARE`` of a row's plain step.
+
+**What a step earns.** Row i accepts each proposal with probability α_i given the ones before it were accepted
+(geometric, as in Leviathan et al.), so with w proposals it emits 1 + α_i + … + α_i^w tokens in expectation.
+:class:`Acceptance` estimates α_i per row from what the row accepted and rejected, as a Beta posterior whose counts
+decay (``MEMORY`` per step the row is verified with proposals, ``IDLE`` per step without), starting from a Beta(1, 1)
+prior: no warm-up run. The idle decay lets a row that stopped proposing drift back to the prior, so a draft that
+becomes useful again is tried again after a few dozen plain steps.
+
+**The choice.** W = argmax over 0…k_max of Σ_i E_i(min(W, reach_i)) / t(W), where ``reach_i`` is what row i can
+propose (its budget, and for a lookup what its match holds). Every row proposes up to W: a shorter row saves
+nothing, because the step costs what its widest row costs. W = 0 is a plain step with no draft forward; the draft
+catches up on what it skipped in its next proposal pass. The controller only decides how many tokens are proposed, so
+the output is the target's own whatever it picks.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+MEMORY = 0.9  # acceptance counts kept per step a row is verified with proposals
+IDLE = 0.99  # ... and per step it proposes nothing
+PRIOR_ACCEPTED, PRIOR_REJECTED = 1.0, 1.0
+COST_MEMORY = 0.95  # weight kept per step by the older step times
+PRIOR_WEIGHT = 0.25  # weight of each of the prior's three pseudo-steps (a measured step weighs 1)
+SLOT_SHARE = 0.15  # prior: one more verified slot per row costs this share of a plain step
+
+
+class Acceptance:
+    """Per row, the decayed counts of accepted and rejected proposals, and α = the Beta posterior mean."""
+
+    def __init__(self, rows: int):
+        self.accepted = [0.0] * rows
+        self.rejected = [0.0] * rows
+
+    def rate(self, row: int) -> float:
+        a, r = self.accepted[row] + PRIOR_ACCEPTED, self.rejected[row] + PRIOR_REJECTED
+        return a / (a + r)
+
+    def observe(self, row: int, judged: int, kept: int) -> None:
+        """The row's proposals that counted (``judged``) and how many it accepted; a rejection where fewer."""
+        keep = MEMORY if judged else IDLE
+        self.accepted[row] = self.accepted[row] * keep + kept
+        self.rejected[row] = self.rejected[row] * keep + (1.0 if kept < judged else 0.0)
+
+    def keep_rows(self, live: Sequence[int]) -> None:
+        self.accepted = [self.accepted[i] for i in live]
+        self.rejected = [self.rejected[i] for i in live]
+
+
+def expected_tokens(alpha: float, width: int) -> float:
+    """1 + α + … + α^width: the tokens a row emits in expectation with ``width`` proposals."""
+    return sum(alpha ** j for j in range(width + 1))
+
+
+class StepCosts:
+    """Least squares of step seconds on (1, draft forwards, verified slots), each older step's weight multiplied by
+    ``COST_MEMORY`` per step, plus a prior of three pseudo-steps. Kept per pair and method for the life of the models
+    (:func:`costs_for`), so later calls start from what earlier ones measured."""
+
+    def __init__(self, draft_share: float, rows: int, k_max: int):
+        self.draft_share, self.rows, self.k_max = draft_share, rows, k_max
+        self.xx = [[0.0] * 3 for _ in range(3)]  # decayed sums of x·xᵀ and x·t
+        self.xt = [0.0] * 3
+        self.unit: float | None = None  # seconds of a plain step of ``rows`` rows, from the first measured step
+        self.fit: list[float] | None = None
+
+    def _prior(self, draft: float, slots: float) -> float:
+        """The prior's step time in plain steps (a plain step of ``rows`` rows costs 1)."""
+        return 1.0 + self.draft_share * draft + SLOT_SHARE * (slots / self.rows - 1.0)
+
+    def observe(self, draft: int, slots: int, seconds: float) -> None:
+        if self.unit is None:
+            self.unit = seconds / self._prior(draft, slots)
+        elif self.fit is not None:  # a step far slower than predicted (a kernel warming up, a busy machine) counts
+            seconds = min(seconds, 3.0 * self.seconds(draft, slots))  # as three times the prediction at most
+        x = (1.0, float(draft), float(slots))
+        for i in range(3):
+            self.xt[i] = self.xt[i] * COST_MEMORY + x[i] * seconds
+            for j in range(3):
+                self.xx[i][j] = self.xx[i][j] * COST_MEMORY + x[i] * x[j]
+        self.fit = None
+
+    def seconds(self, draft: int, slots: int) -> float:
+        """The predicted time of a step (in plain steps of ``rows`` rows before anything was measured)."""
+        if self.unit is None:
+            return self._prior(draft, slots)
+        if self.fit is None:
+            self.fit = self._solve()
+        a, b, c = self.fit
+        return max(a + b * draft + c * slots, 1e-3 * self.unit)
+
+    def _solve(self) -> list[float]:
+        xx = [row[:] for row in self.xx]
+        xt = self.xt[:]
+        wide = self.k_max * self.rows
+        for draft, slots in ((0, self.rows), (0, self.rows + wide), (self.k_max, self.rows)):
+            x = (1.0, float(draft), float(slots))
+            t = self.unit * self._prior(draft, slots)
+            for i in range(3):
+                xt[i] += PRIOR_WEIGHT * x[i] * t
+                for j in range(3):
+                    xx[i][j] += PRIOR_WEIGHT * x[i] * x[j]
+        return _solve3(xx, xt)
+
+
+def _solve3(a: list[list[float]], b: list[float]) -> list[float]:
+    """Gaussian elimination with partial pivoting for the 3×3 normal equations (positive definite by the prior)."""
+    m = [row[:] + [rhs] for row, rhs in zip(a, b)]
+    for col in range(3):
+        pivot = max(range(col, 3), key=lambda r: abs(m[r][col]))
+        m[col], m[pivot] = m[pivot], m[col]
+        for r in range(col + 1, 3):
+            f = m[r][col] / m[col][col]
+            for c in range(col, 4):
+                m[r][c] -= f * m[col][c]
+    x = [0.0] * 3
+    for r in (2, 1, 0):
+        x[r] = (m[r][3] - sum(m[r][c] * x[c] for c in range(r + 1, 3))) / m[r][r]
+    return x
+
+
+class AdaptiveLength:
+    """``k="auto"``: the width of each step from :class:`Acceptance` and :class:`StepCosts`."""
+
+    def __init__(self, rows: int, k_max: int, costs: StepCosts):
+        self.k_max = k_max
+        self.acceptance = Acceptance(rows)
+        self.costs = costs
+
+    def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
+        """The width W ≤ max(reach) with the most expected emitted tokens per second (the smallest on a tie)."""
+        rates = [self.acceptance.rate(i) for i in range(len(reach))]
+        best, best_rate = 0, 0.0
+        for width in range(min(self.k_max, max(reach, default=0)) + 1):
+            tokens = sum(expected_tokens(alpha, min(width, r)) for alpha, r in zip(rates, reach))
+            rate = tokens / self.costs.seconds(width * forwards_per_position, len(reach) * (width + 1))
+            if rate > best_rate * (1.0 + 1e-9):
+                best, best_rate = width, rate
+        return best
+
+    def observe_step(self, draft: int, slots: int, seconds: float) -> None:
+        self.costs.observe(draft, slots, seconds)
+
+    def observe_row(self, row: int, judged: int, kept: int) -> None:
+        self.acceptance.observe(row, judged, kept)
+
+    def keep_rows(self, live: Sequence[int]) -> None:
+        self.acceptance.keep_rows(live)
+
+
+class FixedLength:
+    """``k=N``: every step proposes as many as it can, up to N (``reach`` is already capped by it)."""
+
+    def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
+        return max(reach, default=0)
+
+    def observe_step(self, draft: int, slots: int, seconds: float) -> None:
+        pass
+
+    def observe_row(self, row: int, judged: int, kept: int) -> None:
+        pass
+
+    def keep_rows(self, live: Sequence[int]) -> None:
+        pass
+
+
+_COSTS: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()  # target model → (key → costs)
+
+
+def costs_for(target, draft, method: str, rows: int, k_max: int) -> StepCosts:
+    """The step costs measured so far for this target, draft and method (a fresh prior the first time)."""
+    per_target = _COSTS.setdefault(target, {})
+    key = (method, id(draft), k_max)
+    costs = per_target.get(key)
+    if costs is None:
+        costs = per_target[key] = StepCosts(draft_share(target, draft), rows, k_max)
+    return costs
+
+
+def draft_share(target, draft) -> float:
+    """The prior cost of a draft forward relative to a target step: the draft's share of the pair's parameters,
+    input embeddings left out (a lookup, not a product)."""
+    if draft is None:
+        return 0.0
+
+    def weight(model) -> int:
+        embedding = model.get_input_embeddings().weight
+        return sum(p.numel() for p in model.parameters() if p is not embedding) or 1
+
+    return min(1.0, max(0.01, weight(draft) / weight(target)))

@@ -1,0 +1,46 @@
+"""The one place that turns a method and a pair into a proposer and a proposal-length controller.
+
+``METHODS`` (:mod:`vocabcheck.decode.options`) lists the methods; this module says what each one builds. The engine
+only ever sees a :class:`vocabcheck.decode.proposers.Proposer` (or None for plain decoding) and a controller.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..verdict import Alignment
+from .controller import AdaptiveLength, FixedLength, costs_for
+from .mapping import PaddedMapping
+from .metrics import RowMetrics
+from .options import DecodeOptions
+from .proposers import DraftProposer, NgramProposer, Proposer
+from .translate import TranslatingProposer, Translator
+
+
+def check_pair(options: DecodeOptions, draft, alignment: Alignment | None, translator: Translator | None) -> None:
+    """What each method needs, before anything runs."""
+    if options.method == "draft" and (draft is None or (alignment is None) == (translator is None)):
+        raise ValueError("the draft method needs a draft model and either the pair's alignment or a translator")
+
+
+def proposer_for(options: DecodeOptions, target, *, draft, alignment: Alignment | None,
+                 translator: Translator | None, rows: list[RowMetrics], device: torch.device) -> Proposer | None:
+    """The proposer of ``options.method`` for a batch of ``len(rows)`` prompts: a draft model (padded or translated
+    mapping), a prompt lookup, or None (plain decoding)."""
+    if options.method == "ngram":
+        return NgramProposer(options.ngram_min, options.ngram_max, device)
+    if options.method != "draft":
+        return None
+    if translator is not None:
+        return TranslatingProposer(draft, translator, rows, target.get_output_embeddings().weight.shape[0], device)
+    return DraftProposer(draft, PaddedMapping(alignment, draft, device), len(rows), device)
+
+
+def controller_for(options: DecodeOptions, target, draft, rows: int) -> AdaptiveLength | FixedLength:
+    """``k="auto"``: the adaptive controller with the costs this pair and method measured so far in this process;
+    a fixed k otherwise."""
+    if not options.adaptive:
+        return FixedLength()
+    key = f"{options.method}/{'greedy' if options.sampling.greedy else 'sampled'}"
+    return AdaptiveLength(rows, options.k_max, costs_for(target, draft if options.method == "draft" else None, key,
+                                                           rows, options.k_max))
