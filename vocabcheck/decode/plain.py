@@ -39,7 +39,7 @@ class _Streamer:
             if self.metrics.generated == 0:
                 self.metrics.record_first(at)
             else:
-                self.metrics.record_step(0, 0, 1, at)  # one forward, nothing proposed: a verification of nothing
+                self.metrics.record_step(0, 0, 1, at, 1)  # one forward, nothing proposed: a verification of nothing
         if self.on_tokens is not None:
             try:
                 self.on_tokens(self.row, tokens)

@@ -12,11 +12,11 @@ import torch
 
 from ..decode.device import host_to_device
 from ..decode.metrics import RowMetrics
-from ..decode.proposers import Proposals
+from ..decode.proposers import Outcome, Prefilled, Proposals, left_pad
 from ..decode.sampling import Sampling
 from .result import Counts
 from .steps import counts_of
-from .teacher import Chain, left_padded
+from .teacher import Chain
 
 GREEDY = Sampling()
 
@@ -36,9 +36,9 @@ def _replay_batch(make_proposer, chains: Sequence[Chain], budgets: Sequence[int]
                   metrics: list[RowMetrics], device) -> None:
     proposer = make_proposer(metrics)
     prompts = [list(c.prompt) for c in chains]
-    ids, real = left_padded(prompts, device)
+    ids, real = left_pad(prompts, device)
     first = [c.tokens[0] for c in chains]
-    proposer.prefill(prompts, ids, real, host_to_device(first, device), first)
+    proposer.prefill(Prefilled(prompts, ids, real, host_to_device(first, device), first))
     emitted = [1] * len(chains)
     live = _keep(proposer, list(range(len(chains))), [c.tokens for c in chains], emitted)
     generator = torch.Generator(device=device)
@@ -54,13 +54,13 @@ def _replay_batch(make_proposer, chains: Sequence[Chain], budgets: Sequence[int]
             while n < width and p + n < len(tokens) and picks[position][n] == tokens[p + n]:
                 n += 1
             kept = list(tokens[p:p + n + 1])  # eos or the budget may end the row inside its accepted run
-            metrics[i].record_step(proposals.length(position), n, len(kept), 0.0)
+            metrics[i].record_step(proposals.length(position), n, len(kept), 0.0, budgets[i] - p)
             emitted[i] += len(kept)
             kept_rows.append(kept)
             counts.append(n)
             chosen.append(tokens[min(p + n, len(tokens) - 1)])
-        proposer.commit(kept_rows, proposals, host_to_device(counts, device), counts,
-                        host_to_device(chosen, device))
+        proposer.commit(Outcome(proposals, host_to_device(counts, device), counts, host_to_device(chosen, device),
+                                kept_rows))
         live = _keep(proposer, live, [c.tokens for c in chains], emitted)
 
 

@@ -77,7 +77,7 @@ def _greedy_batch(rows: Sequence[RowRuns], k: int, metrics: Sequence[RowMetrics]
             row, p = rows[i], emitted[i]
             made, m = row.proposal(p, width) if width > 0 else (0, 0)
             kept = min(m + 1, row.length - p)  # eos or the budget may end the row inside its accepted run
-            metrics[i].record_step(made, m, kept, 0.0)
+            metrics[i].record_step(made, m, kept, 0.0, row.budget - p)
             emitted[i] = p + kept
         live = [i for i in live if emitted[i] < rows[i].length]
 

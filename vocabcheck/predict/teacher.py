@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..decode.device import host_to_device
+from ..decode.proposers import left_pad
 from ..decode.sampling import Sampling, warp
 from ..decode.state import KVState
 from .steps import streaks
@@ -37,7 +37,7 @@ def forced_logits(model, chains: Sequence[Chain], device,
     rows = [i for i, c in enumerate(chains) if len(c.tokens) > 1]
     vocab = model.get_output_embeddings().weight.shape[0]
     for group in _groups(rows, chains, vocab):
-        ids, real = left_padded([list(chains[i].prompt) + list(chains[i].tokens[:-1]) for i in group], device)
+        ids, real = left_pad([list(chains[i].prompt) + list(chains[i].tokens[:-1]) for i in group], device)
         keep = max(len(chains[i].tokens) for i in group) - 1
         with torch.inference_mode():
             state = KVState(model, len(group), device)
@@ -46,16 +46,6 @@ def forced_logits(model, chains: Sequence[Chain], device,
             on_pass()
         for slot, i in enumerate(group):
             yield i, logits[slot, keep - (len(chains[i].tokens) - 1):]
-
-
-def left_padded(sequences: Sequence[Sequence[int]], device) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Rows of ids left-padded to the longest, and which slots are real (None: all), as the decoder's prefill."""
-    width = max(len(s) for s in sequences)
-    ids = host_to_device([[0] * (width - len(s)) + list(s) for s in sequences], device)
-    if all(len(s) == width for s in sequences):
-        return ids, None
-    return ids, host_to_device([[False] * (width - len(s)) + [True] * len(s) for s in sequences], device,
-                               dtype=torch.bool)
 
 
 def _groups(rows: list[int], chains: Sequence[Chain], vocab: int) -> Iterator[list[int]]:
