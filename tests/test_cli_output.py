@@ -38,9 +38,9 @@ def console(width: int = 80):
 def bench_result() -> BenchResult:
     rows = tuple(Row(method, batch, 12.345, (12.1, 13.2), 81.2, None if method == "none" else 0.71,
                      None if method == "none" else 3.1, (0.9, 0.8), None if method == "none" else 1.93, 2.1, 0.91,
-                     0.7, 0.05, 1.2, 0.95, True)
+                     0.7, 0.05, 1.2, 0.95, True, k=0 if method == "none" else 4, prompts=8)
                  for method in ("none", "ngram", "draft") for batch in (1, 16))
-    hf = (Row("hf-draft-tli", 1, 20.5, (20.1, 21.0), 48.2, 0.6, 2.7, (), 1.1),)
+    hf = (Row("hf-draft-tli", 1, 20.5, (20.1, 21.0), 48.2, 0.6, 2.7, (), 1.1, k=4, prompts=8),)
     return BenchResult(BenchPlan(), rows, hf, "cpu", "float32", prompts=8, seconds=10.0)
 
 
@@ -50,8 +50,8 @@ def test_bench_tables_read_at_80_columns():
     text = out.file.getvalue()
     readable(text)
     # every figure of every cell is there whole: the Per cell table is stacked, a block per (method, batch)
-    for heading in ("no speculation, batch 1", "draft model, batch 16",
-                    "transformers, assisted (token-level intersection), batch 1"):
+    for heading in ("no speculation, batch 1", "draft model (k=4), batch 16",
+                    "transformers, assisted (token-level intersection) (k=4), batch 1"):
         assert heading in text.splitlines(), text
     assert text.count("12.35 (12.10–13.20)") == 6 and "20.50 (20.10–21.00)" in text
     assert text.count("engine eff.") == 7

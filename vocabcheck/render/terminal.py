@@ -67,8 +67,12 @@ def print_table(out: Console, table: Table, *, heading_columns: int = 1, max_row
     width = out.width
     rows = table.row_count
     fits = Measurement.get(out, out.options.update_width(10 ** 6), table).minimum <= width  # unclamped
-    if fits and rows:
-        fits = len(out.render_lines(table, out.options, pad=False)) <= 6 + rows * max_row_lines
+    if fits and rows:  # the rows' lines: a long title wraps to the table's width but cuts no cell
+        title, table.title = table.title, None
+        try:
+            fits = len(out.render_lines(table, out.options, pad=False)) <= 4 + rows * max_row_lines
+        finally:
+            table.title = title
     if fits:
         out.print(table)
         return
