@@ -39,10 +39,10 @@ def test_the_fit_recovers_the_made_up_costs():
 
 
 def test_nothing_is_proposed_when_verification_is_expensive_and_acceptance_low():
-    controller = AdaptiveLength(16, 8, measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16))
-    learnt(controller, 16, accepted=1, rejected=30)
-    assert controller.choose([8] * 16, forwards_per_position=1) == 0
-    assert controller.choose([8] * 16, forwards_per_position=0) == 0  # a free lookup does not pay either
+    for forwards in (1, 0):  # a draft model, and a free lookup: neither pays (a fresh controller each: no probe yet)
+        controller = AdaptiveLength(16, 8, measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16))
+        learnt(controller, 16, accepted=1, rejected=30)
+        assert controller.choose([8] * 16, forwards_per_position=forwards) == 0
 
 
 def test_the_most_is_proposed_when_acceptance_is_near_one_and_verification_cheap():
@@ -115,3 +115,17 @@ def test_drafted_counts_stop_at_the_budget_whether_the_row_rejects_or_is_cut(acc
     assert row.record_step(proposed, accepted, emitted, 1.0, room) == (drafted, kept)
     assert (row.drafted, row.accepted, row.generated, row.proposed) == (drafted, kept, emitted, proposed)
     assert row.unspeculated == (proposed == 0)
+
+
+def test_a_run_of_plain_steps_is_broken_by_a_probe_that_measures_what_proposing_would_earn():
+    # verification expensive and acceptance low: the choice is 0, but a plain step measures nothing, so the call's
+    # second plain step and then every PROBE_AFTER-th plain step in a row propose (optimistically, at least 1)
+    from vocabcheck.decode.controller import PROBE_AFTER
+
+    controller = AdaptiveLength(16, 8, measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16))
+    learnt(controller, 16, accepted=1, rejected=30)
+    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 + 2 * PROBE_AFTER)]
+    probes = [step for step, width in enumerate(widths) if width]
+    assert probes == [1, 1 + PROBE_AFTER, 1 + 2 * PROBE_AFTER]
+    assert all(1 <= widths[step] <= 8 for step in probes)
+    assert controller.choose([0] * 16, forwards_per_position=1) == 0  # nothing to propose: no probe either

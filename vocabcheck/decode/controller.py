@@ -26,6 +26,13 @@ propose (its budget, and for a lookup what its match holds). Every row proposes 
 nothing, because the step costs what its widest row costs. W = 0 is a plain step with no draft forward; the draft
 catches up on what it skipped in its next proposal pass. The controller only decides how many tokens are proposed, so
 the output is the target's own whatever it picks.
+
+**Probing.** A plain step measures neither what proposals would earn nor what they would cost, so a controller that
+chose W = 0 from its priors alone would never learn otherwise (at batch 16 on a CPU the prior's α = 0.5 does not pay
+for the verification, though the demo draft's real α ≈ 0.8 does). So the second plain step of a call, and then every
+``PROBE_AFTER``-th plain step in a row, proposes the width that is best under an optimistic α (the posterior mean
+plus one standard deviation), at least 1. Where speculation does not pay, that costs about one verification of one
+extra slot per ``PROBE_AFTER`` steps; where it does, the measured α and step times take over.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ PRIOR_ACCEPTED, PRIOR_REJECTED = 1.0, 1.0
 COST_MEMORY = 0.95  # weight kept per step by the older step times
 PRIOR_WEIGHT = 0.25  # weight of each of the prior's three pseudo-steps (a measured step weighs 1)
 SLOT_SHARE = 0.15  # prior: one more verified slot per row costs this share of a plain step
+PROBE_AFTER = 16  # plain steps in a row after which one step proposes, to measure what proposals earn and cost
 
 
 class Acceptance:
@@ -51,6 +59,12 @@ class Acceptance:
     def rate(self, row: int) -> float:
         a, r = self.accepted[row] + PRIOR_ACCEPTED, self.rejected[row] + PRIOR_REJECTED
         return a / (a + r)
+
+    def optimistic(self, row: int) -> float:
+        """The posterior mean plus one standard deviation (at most 1): what a probe assumes."""
+        a, r = self.accepted[row] + PRIOR_ACCEPTED, self.rejected[row] + PRIOR_REJECTED
+        mean = a / (a + r)
+        return min(1.0, mean + (mean * (1.0 - mean) / (a + r + 1.0)) ** 0.5)
 
     def observe(self, row: int, judged: int, kept: int) -> None:
         """The row's proposals that counted (``judged``) and how many it accepted; a rejection where fewer."""
@@ -142,10 +156,23 @@ class AdaptiveLength:
         self.k_max = k_max
         self.acceptance = Acceptance(rows)
         self.costs = costs
+        self.plain_run = PROBE_AFTER - 2  # plain steps in a row (so the call's second plain step probes)
 
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
-        """The width W ≤ max(reach) with the most expected emitted tokens per second (the smallest on a tie)."""
-        rates = [self.acceptance.rate(i) for i in range(len(reach))]
+        """The width W ≤ max(reach) with the most expected emitted tokens per second (the smallest on a tie); a
+        probe after a run of plain steps (see the module's docstring)."""
+        rows = range(len(reach))
+        best = self._best([self.acceptance.rate(i) for i in rows], reach, forwards_per_position)
+        if best or not max(reach, default=0):
+            self.plain_run = 0
+            return best
+        self.plain_run += 1
+        if self.plain_run < PROBE_AFTER:
+            return 0
+        self.plain_run = 0
+        return max(1, self._best([self.acceptance.optimistic(i) for i in rows], reach, forwards_per_position))
+
+    def _best(self, rates: Sequence[float], reach: Sequence[int], forwards_per_position: int) -> int:
         best, best_rate = 0, 0.0
         for width in range(min(self.k_max, max(reach, default=0)) + 1):
             tokens = sum(expected_tokens(alpha, min(width, r)) for alpha, r in zip(rates, reach))
@@ -186,7 +213,7 @@ _COSTS: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary() 
 def costs_for(target, draft, method: str, rows: int, k_max: int) -> StepCosts:
     """The step costs measured so far for this target, draft and method (a fresh prior the first time)."""
     per_target = _COSTS.setdefault(target, {})
-    key = (method, id(draft), k_max)
+    key = (method, id(draft), k_max, rows)  # a draft forward and a plain step cost more in a larger batch
     costs = per_target.get(key)
     if costs is None:
         costs = per_target[key] = StepCosts(draft_share(target, draft), rows, k_max)
