@@ -129,3 +129,13 @@ def test_a_run_of_plain_steps_is_broken_by_a_probe_that_measures_what_proposing_
     assert probes == [1, 1 + PROBE_AFTER, 1 + 2 * PROBE_AFTER]
     assert all(1 <= widths[step] <= 8 for step in probes)
     assert controller.choose([0] * 16, forwards_per_position=1) == 0  # nothing to propose: no probe either
+
+
+def test_a_later_call_starts_its_rows_from_what_earlier_calls_accepted():
+    costs = measured(draft_forward=0.001, plain=0.010, per_slot=0.0005, rows=4)
+    first = AdaptiveLength(4, 8, costs)
+    assert first.acceptance.rate(0) == 0.5  # nothing measured on this pair yet: Beta(1, 1)
+    learnt(first, 4, accepted=30, rejected=2)
+    second = AdaptiveLength(4, 8, costs)
+    assert 0.85 < second.acceptance.rate(0) < 1.0  # the pair's pooled acceptance, before any row of this call
+    assert sum(second.acceptance.prior) == pytest.approx(2.0)  # ... weighing what Beta(1, 1) weighs: the row's own counts soon rule

@@ -18,7 +18,8 @@ share of the pair's parameters, and each extra verified slot ``SLOT_SHARE`` of a
 (geometric, as in Leviathan et al.), so with w proposals it emits 1 + α_i + … + α_i^w tokens in expectation.
 :class:`Acceptance` estimates α_i per row from what the row accepted and rejected, as a Beta posterior whose counts
 decay (``MEMORY`` per step the row is verified with proposals, ``IDLE`` per step without), starting from a Beta(1, 1)
-prior: no warm-up run. The idle decay lets a row that stopped proposing drift back to the prior, so a draft that
+prior: no warm-up run (a later call on the same pair starts each row from what the earlier calls' rows accepted,
+pooled, with the same weight as that prior). The idle decay lets a row that stopped proposing drift back to the prior, so a draft that
 becomes useful again is tried again after a few dozen plain steps.
 
 **The choice.** W = argmax over 0…k_max of Σ_i E_i(min(W, reach_i)) / t(W), where ``reach_i`` is what row i can
@@ -46,23 +47,25 @@ PRIOR_ACCEPTED, PRIOR_REJECTED = 1.0, 1.0
 COST_MEMORY = 0.95  # weight kept per step by the older step times
 PRIOR_WEIGHT = 0.25  # weight of each of the prior's three pseudo-steps (a measured step weighs 1)
 SLOT_SHARE = 0.15  # prior: one more verified slot per row costs this share of a plain step
+POOL_MEMORY = 0.99  # weight kept per row verification by the pooled acceptance a new call's rows start from
 PROBE_AFTER = 16  # plain steps in a row after which one step proposes, to measure what proposals earn and cost
 
 
 class Acceptance:
     """Per row, the decayed counts of accepted and rejected proposals, and α = the Beta posterior mean."""
 
-    def __init__(self, rows: int):
+    def __init__(self, rows: int, prior: tuple[float, float] = (PRIOR_ACCEPTED, PRIOR_REJECTED)):
         self.accepted = [0.0] * rows
         self.rejected = [0.0] * rows
+        self.prior = prior
 
     def rate(self, row: int) -> float:
-        a, r = self.accepted[row] + PRIOR_ACCEPTED, self.rejected[row] + PRIOR_REJECTED
+        a, r = self.accepted[row] + self.prior[0], self.rejected[row] + self.prior[1]
         return a / (a + r)
 
     def optimistic(self, row: int) -> float:
         """The posterior mean plus one standard deviation (at most 1): what a probe assumes."""
-        a, r = self.accepted[row] + PRIOR_ACCEPTED, self.rejected[row] + PRIOR_REJECTED
+        a, r = self.accepted[row] + self.prior[0], self.rejected[row] + self.prior[1]
         mean = a / (a + r)
         return min(1.0, mean + (mean * (1.0 - mean) / (a + r + 1.0)) ** 0.5)
 
@@ -93,6 +96,19 @@ class StepCosts:
         self.xt = [0.0] * 3
         self.unit: float | None = None  # seconds of a plain step of ``rows`` rows, from the first measured step
         self.fit: list[float] | None = None
+        self.pooled = [0.0, 0.0]  # every row's accepted and rejected proposals so far, decayed (POOL_MEMORY)
+
+    def observe_acceptance(self, judged: int, kept: int) -> None:
+        """One row's verification, pooled over rows and calls."""
+        if judged:
+            self.pooled = [self.pooled[0] * POOL_MEMORY + kept,
+                           self.pooled[1] * POOL_MEMORY + (1.0 if kept < judged else 0.0)]
+
+    def acceptance_prior(self) -> tuple[float, float]:
+        """A new row's prior: the pooled acceptance, weighing as much as Beta(1, 1) (Beta(1, 1) before any)."""
+        a, r = self.pooled[0] + PRIOR_ACCEPTED, self.pooled[1] + PRIOR_REJECTED
+        weight = PRIOR_ACCEPTED + PRIOR_REJECTED
+        return weight * a / (a + r), weight * r / (a + r)
 
     def _prior(self, draft: float, slots: float) -> float:
         """The prior's step time in plain steps (a plain step of ``rows`` rows costs 1)."""
@@ -154,7 +170,7 @@ class AdaptiveLength:
 
     def __init__(self, rows: int, k_max: int, costs: StepCosts):
         self.k_max = k_max
-        self.acceptance = Acceptance(rows)
+        self.acceptance = Acceptance(rows, costs.acceptance_prior())
         self.costs = costs
         self.plain_run = PROBE_AFTER - 2  # plain steps in a row (so the call's second plain step probes)
 
@@ -186,6 +202,7 @@ class AdaptiveLength:
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:
         self.acceptance.observe(row, judged, kept)
+        self.costs.observe_acceptance(judged, kept)
 
     def keep_rows(self, live: Sequence[int]) -> None:
         self.acceptance.keep_rows(live)
