@@ -120,13 +120,19 @@ def test_drafted_counts_stop_at_the_budget_whether_the_row_rejects_or_is_cut(acc
 def test_a_run_of_plain_steps_is_broken_by_a_probe_that_measures_what_proposing_would_earn():
     # verification expensive and acceptance low: the choice is 0, but a plain step measures nothing, so the call's
     # second plain step and then every PROBE_AFTER-th plain step in a row propose (optimistically, at least 1)
-    from vocabcheck.decode.controller import PROBE_AFTER
+    from vocabcheck.decode.controller import PROBE_AFTER, PROBE_MAX
 
-    controller = AdaptiveLength(16, 8, measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16))
+    costs = measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16)
+    assert costs.probe_interval() == PROBE_AFTER  # nothing known of the pair's acceptance: the prior's 0.5
+    controller = AdaptiveLength(16, 8, costs)
     learnt(controller, 16, accepted=1, rejected=30)
-    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 + 2 * PROBE_AFTER)]
+    interval = costs.probe_interval()
+    assert PROBE_AFTER < interval <= PROBE_MAX  # a pair that rarely agrees is probed more rarely
+    controller = AdaptiveLength(16, 8, costs)
+    learnt(controller, 16, accepted=1, rejected=30)
+    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 + 2 * interval)]
     probes = [step for step, width in enumerate(widths) if width]
-    assert probes == [1, 1 + PROBE_AFTER, 1 + 2 * PROBE_AFTER]
+    assert probes == [1, 1 + interval, 1 + 2 * interval]
     assert all(1 <= widths[step] <= 8 for step in probes)
     assert controller.choose([0] * 16, forwards_per_position=1) == 0  # nothing to propose: no probe either
 

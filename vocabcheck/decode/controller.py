@@ -33,7 +33,9 @@ chose W = 0 from its priors alone would never learn otherwise (at batch 16 on a 
 for the verification, though the demo draft's real α ≈ 0.8 does). So the second plain step of a call, and then every
 ``PROBE_AFTER``-th plain step in a row, proposes the width that is best under an optimistic α (the posterior mean
 plus one standard deviation), at least 1. Where speculation does not pay, that costs about one verification of one
-extra slot per ``PROBE_AFTER`` steps; where it does, the measured α and step times take over.
+extra slot per ``PROBE_AFTER`` steps; where it does, the measured α and step times take over. Where the pair's pooled
+acceptance is below 0.5 the run between probes grows in proportion, up to ``PROBE_MAX`` (a draft that almost never
+agrees is probed rarely: each probe costs a verification and the draft's catch-up pass).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ PRIOR_WEIGHT = 0.25  # weight of each of the prior's three pseudo-steps (a measu
 SLOT_SHARE = 0.15  # prior: one more verified slot per row costs this share of a plain step
 POOL_MEMORY = 0.99  # weight kept per row verification by the pooled acceptance a new call's rows start from
 PROBE_AFTER = 16  # plain steps in a row after which one step proposes, to measure what proposals earn and cost
+PROBE_MAX = 128  # ... at most, where the pair's pooled acceptance is low
 
 
 class Acceptance:
@@ -103,6 +106,13 @@ class StepCosts:
         if judged:
             self.pooled = [self.pooled[0] * POOL_MEMORY + kept,
                            self.pooled[1] * POOL_MEMORY + (1.0 if kept < judged else 0.0)]
+
+    def probe_interval(self) -> int:
+        """Plain steps in a row before a probe: ``PROBE_AFTER`` while the pooled acceptance is 0.5 or more, longer
+        in proportion below it, ``PROBE_MAX`` at most."""
+        a, r = self.acceptance_prior()
+        alpha = a / (a + r)
+        return int(min(PROBE_MAX, PROBE_AFTER / min(1.0, max(2.0 * alpha, PROBE_AFTER / PROBE_MAX))))
 
     def acceptance_prior(self) -> tuple[float, float]:
         """A new row's prior: the pooled acceptance, weighing as much as Beta(1, 1) (Beta(1, 1) before any)."""
@@ -172,7 +182,8 @@ class AdaptiveLength:
         self.k_max = k_max
         self.acceptance = Acceptance(rows, costs.acceptance_prior())
         self.costs = costs
-        self.plain_run = PROBE_AFTER - 2  # plain steps in a row (so the call's second plain step probes)
+        self.interval = costs.probe_interval()
+        self.plain_run = self.interval - 2  # plain steps in a row (so the call's second plain step probes)
 
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
         """The width W ≤ max(reach) with the most expected emitted tokens per second (the smallest on a tie); a
@@ -183,9 +194,9 @@ class AdaptiveLength:
             self.plain_run = 0
             return best
         self.plain_run += 1
-        if self.plain_run < PROBE_AFTER:
+        if self.plain_run < self.interval:
             return 0
-        self.plain_run = 0
+        self.plain_run, self.interval = 0, self.costs.probe_interval()
         return max(1, self._best([self.acceptance.optimistic(i) for i in rows], reach, forwards_per_position))
 
     def _best(self, rates: Sequence[float], reach: Sequence[int], forwards_per_position: int) -> int:
