@@ -212,7 +212,7 @@ def main() -> None:
         return
 
     from vocabcheck import atomic
-    from vocabcheck.demo.pair import cache_root
+    from vocabcheck.machine import cache_root
 
     workdir = args.workdir or cache_root() / "benchmarks" / f"matrix-v{VERSION}"
     models = family(workdir)

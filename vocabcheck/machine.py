@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+from pathlib import Path
 
 
 def usable_cores() -> int:
@@ -19,3 +20,24 @@ def machine_description() -> str:
     """``x86_64, x86_64, 2 cores, Python 3.11.7``: architecture, processor, usable cores, Python."""
     return (f"{platform.machine()}, {platform.processor() or 'cpu'}, {usable_cores()} cores, "
             f"Python {platform.python_version()}")
+
+
+def cpu_model() -> str:
+    """The processor's model name (``/proc/cpuinfo``'s first "model name"), else what :mod:`platform` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            for line in info:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def cache_root() -> Path:
+    """Where vocabcheck keeps what it builds or measures once per machine: $VOCABCHECK_CACHE, else
+    $XDG_CACHE_HOME/vocabcheck, else ~/.cache/vocabcheck."""
+    if os.environ.get("VOCABCHECK_CACHE"):
+        return Path(os.environ["VOCABCHECK_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "vocabcheck"

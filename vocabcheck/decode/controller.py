@@ -200,10 +200,18 @@ class AdaptiveLength:
         return max(1, self._best([self.acceptance.optimistic(i) for i in rows], reach, forwards_per_position))
 
     def _best(self, rates: Sequence[float], reach: Sequence[int], forwards_per_position: int) -> int:
-        best, best_rate = 0, 0.0
-        for width in range(min(self.k_max, max(reach, default=0)) + 1):
-            tokens = sum(expected_tokens(alpha, min(width, r)) for alpha, r in zip(rates, reach))
-            rate = tokens / self.costs.seconds(width * forwards_per_position, len(reach) * (width + 1))
+        """Σ_i expected_tokens(α_i, min(W, reach_i)) / t(W), maximised over W, with each row's terms α^W built up
+        one width at a time (it runs every step, for every live row)."""
+        rows = len(reach)
+        terms = [1.0] * rows
+        tokens = float(rows)
+        best, best_rate = 0, tokens / self.costs.seconds(0, rows)
+        for width in range(1, min(self.k_max, max(reach, default=0)) + 1):
+            for i in range(rows):
+                if width <= reach[i]:
+                    terms[i] *= rates[i]
+                    tokens += terms[i]
+            rate = tokens / self.costs.seconds(width * forwards_per_position, rows * (width + 1))
             if rate > best_rate * (1.0 + 1e-9):
                 best, best_rate = width, rate
         return best

@@ -6,9 +6,15 @@ this project measures on multiplies 5 rows by Qwen2.5-7B's 152,064 × 3,584 head
 oneDNN (torch's other CPU library, as torch.compile uses it) takes 165 ms and 81 ms; MKL with the operands the other
 way round (``W @ h.T``) is the fastest for 2 to 8 rows of the demo's 256-wide head. No one kernel wins every shape,
 and which one wins depends on the CPU, so :class:`TunedHead` times the candidates on the first call of each size
-of row count, once per process and head shape, and keeps the fastest (as cuDNN's benchmark mode does). The candidates
-agree to float32 rounding. ``benchmarks/head_layout.py`` measures every width and row count;
-reports/head-layout.md has the figures.
+of row count and head shape, and keeps the fastest (as cuDNN's benchmark mode does). The candidates agree to float32
+rounding. ``benchmarks/head_layout.py`` measures every width and row count; reports/head-layout.md has the figures.
+
+Timing a size costs a few products (100–500 ms for the demo's 152,064 × 256 head at 16–128 rows, several times the
+step it serves), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the batch, each
+verification width. So the choices are kept on disk, ``head-kernels.json`` in vocabcheck's cache directory
+(:func:`vocabcheck.machine.cache_root`), per machine (processor model, torch version, threads), head shape and
+dtype: a process times only the sizes no earlier process on this machine timed. Delete the file to time them again.
+A file that cannot be read or written costs only the timing; a name in it that is not a candidate here is ignored.
 
 The engine uses :func:`cpu_head` only where it is the same product: float32 weights on the CPU, architectures whose
 forward is exactly ``lm_head(last_hidden_state)`` (no soft-capping, logit scale or bias). Everything else runs the
@@ -18,11 +24,16 @@ model's own forward.
 from __future__ import annotations
 
 import functools
+import json
 import time
 import weakref
+from pathlib import Path
 from typing import Callable
 
 import torch
+
+from .. import atomic
+from ..machine import cache_root, cpu_model
 
 # Causal LMs whose forward is exactly ``lm_head(last_hidden_state)``: no soft-capping, logit scale or bias (checked
 # against their transformers source). Others keep the model's own forward.
@@ -83,7 +94,11 @@ class TunedHead:
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
         self.kernels = candidates()
-        self.choice: dict[int, str] = _CHOICES.setdefault((tuple(weight.shape), weight.dtype), {})  # bucket → name
+        key = (tuple(weight.shape), weight.dtype)
+        if key not in _CHOICES:
+            _CHOICES[key] = {bucket: name for bucket, name in KernelFile.read(key).items() if name in self.kernels}
+        self.choice: dict[int, str] = _CHOICES[key]  # bucket → name
+        self.key = key
 
     @staticmethod
     def bucket(rows: int) -> int:
@@ -96,6 +111,7 @@ class TunedHead:
             return self.kernels[name](hidden, self.weight)
         name, out = self._fastest(hidden)
         self.choice[bucket] = name
+        KernelFile.add(self.key, bucket, name)
         return out
 
     def _fastest(self, hidden: torch.Tensor) -> tuple[str, torch.Tensor]:
@@ -113,7 +129,70 @@ class TunedHead:
         return name, outputs[name]
 
 
-# (head shape, dtype) → {bucket: kernel name}: decided once per process for every head of that shape
+class KernelFile:
+    """``head-kernels.json``: ``{"version": 1, "machines": {machine: {"152064x256 float32": {"16": "onednn"}}}}``,
+    the kernel each earlier process on a machine timed fastest for each head and bucket."""
+
+    name = "head-kernels.json"
+    version = 1
+    max_bytes = 1 << 20  # a file larger than any that this code writes is not read
+
+    @staticmethod
+    def path() -> Path:
+        return cache_root() / KernelFile.name
+
+    @staticmethod
+    def machine() -> str:
+        return f"{cpu_model()}; torch {torch.__version__}; {torch.get_num_threads()} threads"
+
+    @staticmethod
+    def head(key: tuple[tuple[int, ...], torch.dtype]) -> str:
+        shape, dtype = key
+        return "x".join(map(str, shape)) + " " + str(dtype).removeprefix("torch.")
+
+    @classmethod
+    def _load(cls) -> dict:
+        try:
+            path = cls.path()
+            if path.stat().st_size > cls.max_bytes:
+                return {}
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(data, dict) or data.get("version") != cls.version or not isinstance(data.get("machines"),
+                                                                                             dict):
+            return {}
+        return data
+
+    @classmethod
+    def read(cls, key) -> dict[int, str]:
+        """This machine's choices for one head: {bucket: kernel name} (empty where there are none)."""
+        heads = cls._load().get("machines", {}).get(cls.machine())
+        found = heads.get(cls.head(key)) if isinstance(heads, dict) else None
+        if not isinstance(found, dict):
+            return {}
+        return {int(bucket): name for bucket, name in found.items()
+                if isinstance(bucket, str) and bucket.isdigit() and isinstance(name, str)}
+
+    @classmethod
+    def add(cls, key, bucket: int, name: str) -> None:
+        """Record one choice (read, merge, atomic replace: a concurrent process loses at most its own entry); a
+        cache directory that cannot be written is left alone."""
+        data = cls._load() or {"version": cls.version, "machines": {}}
+        heads = data["machines"].setdefault(cls.machine(), {})
+        if not isinstance(heads, dict):
+            heads = data["machines"][cls.machine()] = {}
+        entry = heads.setdefault(cls.head(key), {})
+        if not isinstance(entry, dict):
+            entry = heads[cls.head(key)] = {}
+        entry[str(bucket)] = name
+        try:
+            atomic.write_text(cls.path(), json.dumps(data, indent=1, sort_keys=True) + "\n")
+        except OSError:
+            pass
+
+
+# (head shape, dtype) → {bucket: kernel name}: this machine's choices (from KernelFile), and those timed since
 _CHOICES: dict[tuple[tuple[int, ...], torch.dtype], dict[int, str]] = {}
 _HEADS: "weakref.WeakKeyDictionary[torch.nn.Linear, TunedHead]" = weakref.WeakKeyDictionary()  # module → head
 

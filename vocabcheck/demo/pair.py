@@ -10,11 +10,11 @@ training; measured while choosing these sizes)."""
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import atomic
+from ..machine import cache_root
 from . import qwen
 from .checkpoint import ModelShape, write_model
 from .train import TrainPlan, train_pair
@@ -26,14 +26,6 @@ DRAFT_SHAPE = ModelShape(rows=qwen.ROWS_SMALL, hidden=32, layers=1, heads=2, kv_
                          tied=False, seed=11)
 PLAN = TrainPlan()
 RECIPE_FILE = "vocabcheck-demo.json"
-
-
-def cache_root() -> Path:
-    """$VOCABCHECK_CACHE, else $XDG_CACHE_HOME/vocabcheck, else ~/.cache/vocabcheck."""
-    if os.environ.get("VOCABCHECK_CACHE"):
-        return Path(os.environ["VOCABCHECK_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "vocabcheck"
 
 
 @dataclass(frozen=True)
