@@ -233,10 +233,12 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
 REPORT_FILES = ("bench.md", "bench.json", "tpot.png", "acceptance.png")
 
 
-def check_destination(directory: Path | None, names: tuple[str, ...] = REPORT_FILES) -> None:
+def check_destination(directory: Path | None, names: tuple[str, ...] = REPORT_FILES,
+                      what: str = "the benchmark report") -> None:
     """Refuse a ``--report`` directory that cannot be written, before the benchmark runs: a path that exists and is
-    not a directory, a report file name that is a directory, or a place where the directory cannot be created or
-    written (exit code 2). ``None``: no report."""
+    not a directory, a report file name that is a directory or a special file (a FIFO, a device, a socket: the same
+    line :func:`write_files` would give after the run), or a place where the directory cannot be created or written
+    (exit code 2). ``None``: no report."""
     if directory is None:
         return
     directory = Path(directory)
@@ -250,8 +252,13 @@ def check_destination(directory: Path | None, names: tuple[str, ...] = REPORT_FI
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"--report cannot be written: no permission to write in {existing}", directory)
     for name in names:
-        if (directory / name).is_dir():
-            raise InputError("is a directory; the benchmark report writes a file of that name", directory / name)
+        path = directory / name
+        if path.is_dir():
+            raise InputError(f"is a directory; {what} writes a file of that name", path)
+        try:
+            atomic.check_writable(path)
+        except atomic.NotARegularFile as exc:
+            raise InputError(f"cannot write {what}: {exc.strerror}", path) from exc
 
 
 def write_report(directory: Path, result: BenchResult, *, target: str, draft: str | None, command: str,
