@@ -267,6 +267,30 @@ def test_target_needs_no_weights_only_config_and_tokenizer(cli, qwen_pair, tmp_p
     assert code == 0 and json.loads(stdout)["verdict"] == "identical"
 
 
+def test_config_json_is_written_ascii_safe_as_transformers_writes_it(cli, qwen_pair, tmp_path):
+    """A draft whose config.json carries non-ASCII text — a bidi override, a C1 control, accents, CJK — gets a
+    config.json of ASCII only, every such character a JSON escape (as transformers' own ``to_json_file`` writes it):
+    nothing a terminal acts on reaches ``cat config.json``, and it reads back to the same values."""
+    import shutil
+
+    target, draft = qwen_pair
+    hostile = tmp_path / "draft"
+    shutil.copytree(draft, hostile)
+    config = json.loads((hostile / "config.json").read_text(encoding="utf-8"))
+    name = "drafts/m\u202eodel-\x85-é-人工智能-🚀"
+    config["_name_or_path"] = name
+    (hostile / "config.json").write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "aligned"
+    code, _, stderr = cli("align", str(target), str(hostile), "--out", str(out))
+    assert code == 0, stderr
+    written = (out / "config.json").read_bytes()
+    assert written.isascii(), [c for c in written.decode("utf-8") if ord(c) > 127]
+    aligned = json.loads(written)
+    assert aligned["_name_or_path"] == name and aligned["vocab_size"] == LARGE
+    assert {k: v for k, v in aligned.items() if k != "vocab_size"} == \
+        {k: v for k, v in config.items() if k != "vocab_size"}
+
+
 def test_out_may_not_be_an_input(cli, qwen_pair):
     target, draft = qwen_pair
     before = sorted(p.name for p in draft.iterdir())

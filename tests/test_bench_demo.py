@@ -130,6 +130,64 @@ def test_every_cell_runs_every_prompt_and_transformers_runs_between_ours(qwen_pa
     assert "| predicted |" in markdown and "1.25×" in markdown
 
 
+@pytest.fixture(scope="module")
+def agreeing_qwen_pair(qwen_pair, tmp_path_factory):
+    """The test pair's target and, as the draft, the target with its rows cut to the test draft's 151,936 and seeded
+    noise on every weight: unlike the test draft (random, independent weights: nothing is ever accepted) it agrees
+    with the target sometimes, not always."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from vocabcheck.demo import qwen
+    from vocabcheck.demo.checkpoint import write_model
+
+    target, _ = qwen_pair
+    state = AutoModelForCausalLM.from_pretrained(str(target)).state_dict()
+    generator = torch.Generator().manual_seed(7)
+    rows = qwen.ROWS_SMALL
+    noisy = {key: value[:rows] if key in ("model.embed_tokens.weight", "lm_head.weight") else value
+             for key, value in state.items()}
+    noisy = {key: value + 0.3 * value.std() * torch.randn(value.shape, generator=generator)
+             for key, value in noisy.items()}
+    draft = write_model(tmp_path_factory.mktemp("bench-predict") / "draft", ModelShape(rows=rows, tied=False),
+                        tokenizer_json=target / "tokenizer.json", tokenizer_config=qwen.tokenizer_config(),
+                        generation_config=qwen.generation_config(), state_dict=noisy)
+    return target, draft
+
+
+def test_bench_predict_shows_the_prediction_beside_what_each_cell_measured(capsys, agreeing_qwen_pair, tmp_path,
+                                                                           prompt_file):
+    """`bench --predict`: every speculative cell carries predict's figures over the same prompts; greedy, at a fixed
+    k, the predicted accepted tokens, acceptance and mean accepted length are what the cell measured in the same run
+    (batch 2 cycles the third prompt, as the cell does); an auto cell carries the best fixed k's prediction."""
+    target, draft = agreeing_qwen_pair
+    report = tmp_path / "report"
+    code = main(["bench", str(target), str(draft), "--batch-sizes", "1,2", "--max-new-tokens", "8", "--repeat", "1",
+                 "--warmup", "0", "-k", "1,3,auto", "--prompts", str(prompt_file), "--json", "--report",
+                 str(report), "--device", "cpu", "--predict"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    document = json.loads(out)
+    jsonschema.validate(document, schema("bench-1"))
+    speculative = [r for r in document["rows"] if r["method"] != "none"]
+    assert {(r["method"], r["batch_size"], r["k"]) for r in speculative} == {
+        (m, b, k) for m in ("ngram", "draft") for b in (1, 2) for k in (1, 3, "auto")}
+    for row in speculative:
+        assert row["predicted_speedup"] is not None and row["predicted_speedup"] > 0, row
+        if row["k"] == "auto":
+            assert 1 <= row["predicted_k"] <= 8, row
+            continue
+        assert row["predicted_k"] == row["k"]
+        assert row["predicted_accepted_tokens"] == row["accepted_tokens"], row
+        assert row["predicted_acceptance_rate"] == pytest.approx(row["acceptance_rate"], abs=1e-12), row
+        assert row["predicted_mean_accepted_length"] == pytest.approx(row["mean_accepted_length"], abs=1e-12), row
+    assert all(r["accepted_tokens"] > 0 for r in speculative if r["method"] == "draft")  # not a vacuous equality
+    plain = [r for r in document["rows"] if r["method"] == "none"]
+    assert all(r["predicted_k"] is None and r["predicted_accepted_tokens"] is None for r in plain)
+    markdown = (report / "bench.md").read_text()
+    assert "| pred. k | pred. accept | pred. mean len | predicted |" in markdown
+
+
 def test_bench_rejects_bad_options(capsys, qwen_pair):
     target, draft = qwen_pair
     for argv, words in ((["--methods", "none,beam"], "unknown method"), (["--batch-sizes", "1,x"], "--batch-sizes"),

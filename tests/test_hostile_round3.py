@@ -93,6 +93,37 @@ def test_row7_writers_refuse_a_fifo_or_a_socket_and_leave_it_in_place(cli, tmp_p
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary file left
 
 
+@pytest.mark.parametrize("command, name", [("bench", "bench.json"), ("bench", "tpot.png"),
+                                           ("predict", "predict.md"), ("predict", "speedup.png")])
+def test_row7_a_report_file_that_is_a_fifo_or_a_socket_is_refused_before_any_model_loads(cli, tmp_path, monkeypatch,
+                                                                                          command, name):
+    """``--report DIR`` whose DIR/bench.json (or any report file) is a FIFO or a socket: the same one line that the
+    write after minutes of measuring would give, at once — no model is profiled, loaded or run."""
+    from vocabcheck import check
+    from vocabcheck.decode import session
+    from vocabcheck.predict import predictor
+
+    def never(*args, **kwargs):
+        raise AssertionError("a model was read before the report directory was checked")
+
+    for module, attribute in ((session, "start_session"), (check, "compare"), (predictor, "predict")):
+        monkeypatch.setattr(module, attribute, never)
+    target, draft = pair(tmp_path)
+    for kind in ("fifo", "sock"):
+        report = tmp_path / f"report-{command}-{kind}"
+        report.mkdir()
+        (made,) = [(path, mode) for path, mode in special_files(report) if path.name == kind]
+        os.rename(made[0], report / name)
+        argv = [command, target, draft, "--report", report] + (["--prompt", "x"] if command == "predict" else [])
+        code, out, err = cli(*argv)
+        assert code == 2, (argv, err)
+        line = one_line(err)
+        assert str(report / name) in line and "not a regular file" in line and "cannot write the" in line, line
+        assert out == ""
+        assert stat.S_IFMT(os.lstat(report / name).st_mode) == made[1]  # left in place
+        assert sorted(p.name for p in report.iterdir()) == sorted([name, "fifo" if kind == "sock" else "sock"])
+
+
 def test_row7_json_file_naming_standard_output_writes_through_to_it(tmp_path):
     """``--json-file /dev/stdout`` (here a link of the test's own to /proc/self/fd/1, so that a writer that replaces
     the link harms nothing outside the test) writes the document to standard output and leaves the link."""

@@ -291,7 +291,9 @@ def _write(plan: AlignPlan, out: Path, *, force: bool, chunk_bytes: int) -> Alig
         with atomic.directory(out, replace=force) as tmp:  # without --force, never onto what another wrote since
             shards = rewrite_checkpoint(plan.draft_dir, plan.shards, plan.index, tmp, plan.rows,
                                         chunk_bytes=chunk_bytes)
-            atomic.write_text(tmp / CONFIG, json.dumps(plan.config, indent=2, ensure_ascii=False) + "\n")
+            # ASCII, every other character a JSON escape, as transformers' to_json_file writes it: nothing a terminal
+            # acts on (a bidi override, a C1 control) reaches `cat config.json`, and it reads back to the same values
+            atomic.write_text(tmp / CONFIG, json.dumps(plan.config, indent=2) + "\n")
             copied = [CONFIG]
             for name in plan.tokenizer_files:
                 _copy(plan.target_dir / name, tmp / name)

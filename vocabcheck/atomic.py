@@ -98,6 +98,12 @@ def directory(path: str | Path, *, replace: bool = True) -> Iterator[Path]:
         raise
 
 
+def check_writable(path: str | Path) -> None:
+    """Refuse, before any work, what a writer would refuse at ``path``: :class:`NotARegularFile` for a FIFO, a
+    device node or a socket (the process's own standard output or error passes)."""
+    _standard_stream(Path(path))
+
+
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
           (stat.S_ISSOCK, "a socket"))
 

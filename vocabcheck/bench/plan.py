@@ -156,6 +156,25 @@ class Row:
     prompts: int = 0  # sequences each repeat ran: every prompt of the plan
     mean_proposed: float | None = None  # tokens proposed per verification, measured (k itself where k is fixed)
     predicted_speedup: float | None = None  # a prediction made before measuring, where one was asked for
+    accepted_tokens: float | None = None  # accepted proposals per repeat over every sequence of the cell, measured
+    predicted_acceptance_rate: float | None = None
+    predicted_mean_accepted_length: float | None = None
+    predicted_accepted_tokens: float | None = None
+    predicted_k: int | None = None  # the fixed k the prediction is for (at auto: the best predicted one)
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """What a prediction says of one cell before it is measured (:mod:`vocabcheck.bench.prediction`): the
+    acceptance, mean accepted length and accepted proposals over the same sequences as the cell (greedy: exactly
+    what it measures; sampled: expected values), and the speedup the measured costs give them. ``k`` is the fixed k
+    predicted: the cell's, or at ``auto`` the k with the best predicted speedup."""
+
+    k: int
+    acceptance_rate: float
+    mean_accepted_length: float
+    accepted_tokens: float
+    speedup: float | None
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,13 @@ from dataclasses import replace
 from ..decode.metrics import Metrics
 from ..decode.session import Session
 from .peer import PeerRun, PeerVariant, generate_one, one_line, peer_variants
-from .plan import AUTO, BenchPlan, BenchResult, Cell, Failure, KValue, Row, alpha_from_length, ideal_speedup
+from .plan import (
+    AUTO, BenchPlan, BenchResult, Cell, Failure, KValue, Predicted, Row, alpha_from_length, ideal_speedup,
+)
 
-# a prediction of a cell's speedup over plain decoding, made before it is measured (method, batch size, k)
-Predict = Callable[[str, int, KValue], "float | None"]
+# a prediction of a cell, made outside its timed runs (method, batch size, k): its speedup over plain decoding, or
+# everything :class:`Predicted` holds; None where there is none
+Predict = Callable[[str, int, KValue], "float | Predicted | None"]
 
 # stdlib modules the default prompts come from; none is in the demo pair's training corpus (demo/train.py)
 PROMPT_MODULES = ("heapq.py", "bisect.py", "calendar.py", "fractions.py", "statistics.py", "ipaddress.py",
@@ -193,9 +196,18 @@ def _rows(cells: list[Cell], plan: BenchPlan, predict: Predict | None) -> list[R
             cell.lossless = all(o == base.outputs[0] for o in cell.outputs)
         row = _row(cell, base)
         if predict is not None and cell.method != "none":
-            row = replace(row, predicted_speedup=predict(cell.method, cell.batch_size, cell.k))
+            row = _predicted(row, predict(cell.method, cell.batch_size, cell.k))
         rows.append(row)
     return rows
+
+
+def _predicted(row: Row, prediction: float | Predicted | None) -> Row:
+    if not isinstance(prediction, Predicted):
+        return replace(row, predicted_speedup=prediction)
+    return replace(row, predicted_speedup=prediction.speedup, predicted_k=prediction.k,
+                   predicted_acceptance_rate=prediction.acceptance_rate,
+                   predicted_mean_accepted_length=prediction.mean_accepted_length,
+                   predicted_accepted_tokens=prediction.accepted_tokens)
 
 
 def _peer_rows(cells: list[Cell], ours: dict, *, greedy: bool) -> list[Row]:
@@ -228,6 +240,7 @@ def _row(cell: Cell, base: Cell | None) -> Row:
         mean_accepted_length=totals.mean_accepted_length if speculative else None,
         acceptance_by_position=tuple(totals.acceptance_by_position) if speculative else (),
         speedup=speedup, lossless=cell.lossless, k=cell.k, prompts=cell.prompts, mean_proposed=proposed,
+        accepted_tokens=totals.accepted / len(cell.runs) if speculative else None,
     )
     if base is None or not speculative:
         return row

@@ -55,10 +55,14 @@ def bench(
     seed: Seed = 0,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.bench/1)."),
     report: Path = typer.Option(None, "--report", help="Write bench.md, bench.json and charts to this directory."),
+    predict: bool = typer.Option(False, "--predict", help="Also predict each speculative cell (as `vocabcheck "
+                                                          "predict` does, before measuring) and show it beside "
+                                                          "what was measured."),
 ) -> None:
     """Time per output token with no speculation, n-gram and draft model, per batch size; greedy output is
     checked against plain decoding in every cell (exit code 1 if it differs)."""
     from ..bench import BenchPlan, default_prompts, parse_ks, run_bench
+    from ..bench.prediction import predict_cells
     from ..decode import METHODS, DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
@@ -87,13 +91,16 @@ def bench(
     err = terminal.console(stderr=True)
     with terminal.progress_line(err, "loading the models"):
         session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None,
-                                           methods=chosen, device=device, dtype=dtype,
+                                           methods=_session_methods(chosen, predict), device=device, dtype=dtype,
                                            allow_incompatible=allow_incompatible, translate=translate),
                                 on_refusal=lambda c: terminal.print_refusal(err, c))
     ids = session.encode(texts, chat=False)
     quiet = json_out or not sys.stderr.isatty()
     with err.status("benchmarking") if not quiet else contextlib.nullcontext() as status:
-        result = run_bench(session, ids, plan, progress=None if quiet else status.update)
+        say = None if quiet else status.update
+        # the prediction runs before the measured cells, never inside one
+        prediction = predict_cells(session, ids, plan, progress=say) if predict else None
+        result = run_bench(session, ids, plan, progress=say, predict=prediction)
     command = "vocabcheck " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vocabcheck bench"
     machine = machine_description()
     measured = bool(result.rows or result.hf_rows)
@@ -107,3 +114,9 @@ def bench(
         err.print(bench_report.interrupted_line(result, report=report if measured else None), soft_wrap=True)
         raise typer.Exit(130)
     raise typer.Exit(0 if result.lossless else 1)
+
+
+def _session_methods(chosen: tuple[str, ...], predict: bool) -> tuple[str, ...]:
+    """The methods the session is started for: the prediction generates the target's own sequences (plain
+    decoding) even where the bench does not measure it."""
+    return tuple(dict.fromkeys(chosen + ("none",))) if predict else chosen

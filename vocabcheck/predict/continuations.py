@@ -62,3 +62,11 @@ def generated(session, prompt_ids: Sequence[Sequence[int]], options: DecodeOptio
             raise KeyboardInterrupt
         chains += [Chain(tuple(s.prompt_ids), tuple(s.token_ids)) for s in generation.sequences]
     return Continuations(tuple(chains), tuple(options.max_new_tokens for _ in chains), recorded=False)
+
+
+def cycled(sequences: Continuations, count: int) -> Continuations:
+    """The sequences repeated in order up to ``count`` rows: what `bench` runs where it cycles its prompts to fill
+    a batch (:func:`vocabcheck.bench.run._batches`)."""
+    picks = [i % len(sequences.chains) for i in range(count)]
+    return Continuations(tuple(sequences.chains[i] for i in picks), tuple(sequences.budgets[i] for i in picks),
+                         sequences.recorded)

@@ -112,6 +112,20 @@ def predict(request: PredictRequest, prompts: Sequence[Prompt], progress: Progre
                       seconds=time.perf_counter() - start)
 
 
+def predict_loaded(request: PredictRequest, session: Session, greedy: continuations.Continuations,
+                   sampled: Sequence[continuations.Continuations] = (), progress: Progress | None = None
+                   ) -> tuple[Candidate, ...]:
+    """The candidates of a session already loaded — n-gram lookup (where ``request.ngram``) and the session's own
+    draft (where it has one), in that order — over sequences already made (``sampled``: one per
+    ``request.temperatures``), with costs measured at ``request.batch_size``. `bench --predict` calls it with the
+    models it measures; ``request.target`` and ``request.drafts`` are not read."""
+    context = _context(request, session, greedy, sampled, progress or (lambda label: None))
+    candidates = [_ngram(context)] if request.ngram else []
+    if session.draft_model is not None:
+        candidates.append(_loaded_draft(context, session, str(session.request.draft)))
+    return tuple(candidates)
+
+
 def _rank(candidate: Candidate) -> tuple:
     best = candidate.best
     if best is None:
@@ -130,11 +144,18 @@ def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say
         sampled.append(recorded or continuations.generated(session, prompt_ids, options,
                                                            request.sampling(temperature), batch))
         say(f"the target's sequences at temperature {temperature:g}")
+    context = _context(request, session, greedy, sampled, say)
+    say("the target's costs")
+    return context
+
+
+def _context(request: PredictRequest, session: Session, greedy: continuations.Continuations,
+             sampled: Sequence[continuations.Continuations], say: Progress) -> _Context:
+    """What every candidate is predicted over, the target's costs measured (where asked for)."""
     step, verify = 0.0, ()
     if request.measure_costs:
         step, verify = cost.target_costs(session.target_model, _timing_context(greedy), request.batch_size,
                                          request.k_values, session.device)
-    say("the target's costs")
     return _Context(request, session, greedy, tuple(sampled), step, verify, say)
 
 
@@ -172,6 +193,12 @@ def _draft(context: _Context, draft: str, on_refusal) -> Candidate:
         for _ in range(2 + len(request.temperatures)):
             context.say(f"{draft}: refused")
         return Candidate(draft=draft, method="draft", refused=refusal.one_line())
+    return _loaded_draft(context, session, draft)
+
+
+def _loaded_draft(context: _Context, session: Session, draft: str) -> Candidate:
+    """A draft loaded in ``session`` (its own alignment or translator) over the context's sequences."""
+    request = context.request
     device, model = session.device, session.draft_model
     chains, budgets = context.greedy.chains, context.greedy.budgets
     if session.translator is not None:

@@ -82,18 +82,30 @@ DETAIL = ("method", "batch", "prompts", "TPOT ms (min–max)", "tokens/s", "acce
           "speedup", "ideal", "efficiency", "c", "verify cost", "engine eff.", "lossless")
 
 
-def _detail(row: Row, predicted: bool) -> list[str]:
+PREDICTED = ("pred. k", "pred. accept", "pred. mean len")  # beside `predicted` (the speedup) where a full
+# prediction was made (bench --predict)
+
+
+def _detail(row: Row, predicted: tuple[str, ...]) -> list[str]:
     cells = [label(row.method, row.k), str(row.batch_size), str(row.prompts),
              f"{row.tpot_ms:.2f} ({row.tpot_spread_ms[0]:.2f}–{row.tpot_spread_ms[1]:.2f})",
              f"{row.tokens_per_s:.1f}", _fmt(row.acceptance_rate, ".1%"), _fmt(row.mean_accepted_length, ".2f"),
              _fmt(row.mean_proposed, ".2f"), _fmt(row.speedup, ".2f", "×"), _fmt(row.ideal_speedup, ".2f", "×"),
              _fmt(row.efficiency, ".2f"), _fmt(row.cost_ratio, ".3f"), _fmt(row.verify_cost, ".2f", "×"),
              _fmt(row.engine_efficiency, ".2f"), {True: "yes", False: "NO", None: "—"}[row.lossless]]
-    return cells + ([_fmt(row.predicted_speedup, ".2f", "×")] if predicted else [])
+    values = {"pred. k": "—" if row.predicted_k is None else str(row.predicted_k),
+              "pred. accept": _fmt(row.predicted_acceptance_rate, ".1%"),
+              "pred. mean len": _fmt(row.predicted_mean_accepted_length, ".2f"),
+              "predicted": _fmt(row.predicted_speedup, ".2f", "×")}
+    return cells + [values[column] for column in predicted]
 
 
-def _predicted(result: BenchResult) -> bool:
-    return any(r.predicted_speedup is not None for r in result.rows)
+def _predicted(result: BenchResult) -> tuple[str, ...]:
+    """The prediction's columns: none, the speedup alone, or (bench --predict) its k, acceptance and mean accepted
+    length too."""
+    if any(r.predicted_mean_accepted_length is not None for r in result.rows):
+        return PREDICTED + ("predicted",)
+    return ("predicted",) if any(r.predicted_speedup is not None for r in result.rows) else ()
 
 
 def _failure_lines(result: BenchResult) -> list[str]:
@@ -103,7 +115,7 @@ def _failure_lines(result: BenchResult) -> list[str]:
 def detail_table(result: BenchResult) -> Table:
     table = Table(title="Per cell", header_style="bold")
     predicted = _predicted(result)
-    for column in DETAIL + (("predicted",) if predicted else ()):
+    for column in DETAIL + predicted:
         table.add_column(column, justify="right" if column != "method" else "left")
     for row in result.rows + result.hf_rows:
         table.add_row(*_detail(row, predicted))
@@ -138,7 +150,10 @@ def row_document(row: Row) -> dict[str, Any]:
             "ideal_speedup": row.ideal_speedup, "efficiency": row.efficiency, "alpha": row.alpha,
             "cost_ratio": row.cost_ratio, "verify_cost": row.verify_cost,
             "engine_efficiency": row.engine_efficiency, "lossless": row.lossless,
-            "predicted_speedup": row.predicted_speedup, "note": row.note}
+            "accepted_tokens": row.accepted_tokens, "predicted_speedup": row.predicted_speedup,
+            "predicted_k": row.predicted_k, "predicted_acceptance_rate": row.predicted_acceptance_rate,
+            "predicted_mean_accepted_length": row.predicted_mean_accepted_length,
+            "predicted_accepted_tokens": row.predicted_accepted_tokens, "note": row.note}
 
 
 def bench_document(result: BenchResult, *, target: str, draft: str | None, command: str) -> dict[str, Any]:
@@ -201,7 +216,7 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
     for batch in plan.batch_sizes:
         lines.append(f"| {batch} | " + " | ".join(_summary_cell(result, m, k, batch) for m, k in columns) + " |")
     predicted = _predicted(result)
-    header = DETAIL + (("predicted",) if predicted else ())
+    header = DETAIL + predicted
     lines += ["", "## Every cell", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(escape(c) for c in _detail(row, predicted)) + " |"
               for row in result.rows + result.hf_rows]
@@ -218,10 +233,12 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
 REPORT_FILES = ("bench.md", "bench.json", "tpot.png", "acceptance.png")
 
 
-def check_destination(directory: Path | None, names: tuple[str, ...] = REPORT_FILES) -> None:
+def check_destination(directory: Path | None, names: tuple[str, ...] = REPORT_FILES,
+                      what: str = "the benchmark report") -> None:
     """Refuse a ``--report`` directory that cannot be written, before the benchmark runs: a path that exists and is
-    not a directory, a report file name that is a directory, or a place where the directory cannot be created or
-    written (exit code 2). ``None``: no report."""
+    not a directory, a report file name that is a directory or a special file (a FIFO, a device, a socket: the same
+    line :func:`write_files` would give after the run), or a place where the directory cannot be created or written
+    (exit code 2). ``None``: no report."""
     if directory is None:
         return
     directory = Path(directory)
@@ -235,8 +252,13 @@ def check_destination(directory: Path | None, names: tuple[str, ...] = REPORT_FI
     if not os.access(existing, os.W_OK | os.X_OK):
         raise InputError(f"--report cannot be written: no permission to write in {existing}", directory)
     for name in names:
-        if (directory / name).is_dir():
-            raise InputError("is a directory; the benchmark report writes a file of that name", directory / name)
+        path = directory / name
+        if path.is_dir():
+            raise InputError(f"is a directory; {what} writes a file of that name", path)
+        try:
+            atomic.check_writable(path)
+        except atomic.NotARegularFile as exc:
+            raise InputError(f"cannot write {what}: {exc.strerror}", path) from exc
 
 
 def write_report(directory: Path, result: BenchResult, *, target: str, draft: str | None, command: str,

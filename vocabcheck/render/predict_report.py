@@ -160,7 +160,7 @@ def predict_markdown(prediction: Prediction, *, command: str) -> str:
 
 def check_destination(directory: Path | None) -> None:
     """Refuse a ``--report`` directory that cannot be written, before anything runs (exit code 2)."""
-    _check(directory, REPORT_FILES)
+    _check(directory, REPORT_FILES, "the prediction report")
 
 
 def write_report(directory: Path, prediction: Prediction, *, command: str) -> list[Path]:
