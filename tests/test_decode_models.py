@@ -20,6 +20,8 @@ from vocabcheck.decode import DecodeOptions, generate
 from vocabcheck.decode.cache_check import cache_problem
 from vocabcheck.decode.layout import CHUNKED, SLIDING, AttentionLayout, attention_layout
 from vocabcheck.decode.plain import generate_plain
+from vocabcheck.errors import UnsupportedModel
+from vocabcheck.verdict import Alignment
 
 V = 64
 PROMPT = " ".join(f"w{i}" for i in (5, 9, 2, 33, 5, 9, 17))  # seven tokens, longer than the chunk of 4
@@ -179,11 +181,16 @@ def test_recurrentgemma_failing_in_its_own_code_is_reported_as_the_model_s(cli, 
 # --- the check itself --------------------------------------------------------------------------------------------
 
 
-def test_the_check_passes_an_exact_cache_and_names_a_broken_rollback(monkeypatch):
+@pytest.mark.parametrize("compared", ["final hidden states", "logits"])
+def test_the_check_passes_an_exact_cache_and_names_a_broken_rollback(monkeypatch, compared):
     """A model whose cache behaves passes; the same model with a rollback that forgets one row's hole (the rejected
-    slot stays visible) or takes back nothing fails, naming the rollback."""
+    slot stays visible) or takes back nothing fails, naming the rollback: comparing the final hidden states (Llama 4's
+    head is position-wise) and comparing the logits (what a model whose head is not known gets)."""
+    from vocabcheck.decode import cache_check
     from vocabcheck.decode.state import KVState
 
+    if compared == "logits":
+        monkeypatch.setattr(cache_check, "POSITIONWISE_HEAD", frozenset())
     model = build("llama4").double()
     assert cache_problem(model) is None
     rollback = KVState.rollback
@@ -201,7 +208,66 @@ def test_the_check_passes_an_exact_cache_and_names_a_broken_rollback(monkeypatch
         problem = cache_problem(model)
         assert problem is not None and "after a rollback in which rows took back different counts" in problem, \
             (broken.__name__, problem)
+        assert f"its {compared} differ from one forward" in problem
         assert "float64 allows 1e-06" in problem
+
+
+def test_the_check_leaves_out_the_output_head_only_where_the_head_is_position_wise():
+    """The head (152k rows on Qwen) is most of the check's cost: a model whose logits are a function of the hidden
+    state at the same position (Llama 4) is checked without one product of it; RWKV, whose head is not on that list,
+    keeps the logits comparison (and fails it)."""
+    heads = []
+    for name, used in (("llama4", False), ("rwkv", True)):
+        model = build(name)
+        hook = model.get_output_embeddings().register_forward_hook(lambda *_: heads.append(name))
+        problem = cache_problem(model)
+        hook.remove()
+        assert (name in heads) == used, (name, heads)
+        assert (problem is None) == (name == "llama4"), problem
+    assert "its logits differ" in cache_problem(build("rwkv"))
+
+
+# --- the library's entry point takes the same decision ------------------------------------------------------------
+
+
+SAME_64 = Alignment(target_rows=V, draft_rows=V, target_input_rows=V, draft_input_rows=V, rows_source="tensors",
+                    shared_ids=V, shared_ranges=((0, V),), mapping="same", draft_substitute_id=0, renamed_ids=())
+
+
+@pytest.mark.parametrize("name", ["rwkv", "xlstm"])
+def test_generate_called_directly_hands_an_unusable_cache_to_transformers(name):
+    """``decode.generate`` without a Session: plain decoding of a model whose cache the check refuses is
+    transformers' own greedy output (it was wrong tokens for RWKV, an AttributeError for xLSTM)."""
+    model = build(name)
+    prompts = [[5, 9, 2, 33, 5, 9, 17], [7, 3]]
+    result = generate(model, prompts, DecodeOptions(method="none", max_new_tokens=NEW))
+    assert [list(s.token_ids) for s in result.sequences] == [reference(model, p, NEW) for p in prompts]
+
+
+def test_generate_called_directly_refuses_speculation_on_an_unusable_cache():
+    """The same one-line error the session gives (exit 2 on the command line), for the target and for a draft."""
+    rwkv, target = build("rwkv"), build("llama4")
+    for method, pair in (("ngram", {}), ("draft", {"draft": rwkv, "alignment": SAME_64})):
+        with pytest.raises(UnsupportedModel) as raised:
+            generate(rwkv, [[5, 9, 2]], DecodeOptions(method=method), **pair)
+        assert raised.value.problem.startswith("rwkv: the cache check on the loaded weights failed: after a prefill")
+        assert "--method none" in raised.value.problem
+    with pytest.raises(UnsupportedModel, match=r"^rwkv: the cache check on the loaded weights failed"):
+        generate(target, [[5, 9, 2]], DecodeOptions(method="draft"), draft=rwkv, alignment=SAME_64)
+
+
+def test_the_verdict_is_taken_once_per_model_object(monkeypatch):
+    """The check runs on a model's first call, not on every call; another model object gets its own."""
+    from vocabcheck.decode import cache_check
+
+    runs = []
+    check = cache_check.cache_problem
+    monkeypatch.setattr(cache_check, "cache_problem", lambda model, *rest: runs.append(model) or check(model, *rest))
+    model, other = build("llama4"), build("llama4")
+    for _ in range(3):
+        generate(model, [[5, 9, 2]], DecodeOptions(method="ngram", k=2, max_new_tokens=3))
+    generate(other, [[5, 9, 2]], DecodeOptions(method="none", max_new_tokens=3))
+    assert runs == [model, other]
 
 
 # --- plain decoding through transformers counts like the engine --------------------------------------------------

@@ -65,3 +65,58 @@ def test_run_at_a_vanishing_temperature_emits_the_greedy_tokens(cli, qwen_pair):
             outputs[temperature, method] = json.loads(out)["sequences"][0]["token_ids"]
     assert len(set(map(tuple, outputs.values()))) == 1, outputs
     assert outputs["0", "none"][-1] != 151935
+
+
+# --- a draft whose logits are not finite: one line, never an index ------------------------------------------------
+
+
+def _not_finite_head(model) -> None:
+    with torch.no_grad():
+        model.get_output_embeddings().weight.fill_(float("nan"))
+
+
+@pytest.mark.parametrize("sampling", [Sampling(), Sampling(temperature=0.8, top_k=8)], ids=["greedy", "sampled"])
+def test_a_draft_with_nan_logits_is_refused_by_the_library(sampling):
+    """Before: the draft's NO_TOKEN reached an embedding (IndexError, exit 3) when sampling, and a greedy draft
+    proposed the NaN's index as if it were a token."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from vocabcheck.decode import DecodeOptions, generate
+    from vocabcheck.verdict import Alignment
+
+    rows = 32
+    config = LlamaConfig(vocab_size=rows, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(7)
+    target, draft = LlamaForCausalLM(config).eval(), LlamaForCausalLM(config).eval()
+    _not_finite_head(draft)
+    same = Alignment(target_rows=rows, draft_rows=rows, target_input_rows=rows, draft_input_rows=rows,
+                     rows_source="tensors", shared_ids=rows, shared_ranges=((0, rows),), mapping="same",
+                     draft_substitute_id=0, renamed_ids=())
+    for k in (1, 3, "auto"):
+        with pytest.raises(UnsupportedModel, match=r"^the draft model's next-token probabilities are not finite"):
+            generate(target, [[1, 2, 3], [4, 5]], DecodeOptions(k=k, max_new_tokens=8, sampling=sampling),
+                     draft=draft, alignment=same)
+
+
+@pytest.mark.parametrize("temperature", ["0", "0.8"])
+def test_run_with_a_nan_draft_exits_2_with_one_line(cli, models, qwen_pair, tmp_path, temperature):
+    """Through the command line: the draft's output head is NaN (its decoder, and so the cache check, is sound)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from vocabcheck.demo import qwen
+
+    target, _ = qwen_pair
+    draft = tmp_path / "draft"
+    shutil.copytree(models.model("qwen-draft-151936-untied", rows=qwen.ROWS_SMALL, tied=False, seed=2), draft)
+    weights = draft / "model.safetensors"
+    tensors = load_file(weights)
+    tensors["lm_head.weight"] = torch.full_like(tensors["lm_head.weight"], float("nan"))
+    save_file(tensors, weights, metadata={"format": "pt"})
+    code, _, err = cli("run", target, draft, "--method", "draft", "--prompt", "Speculative decoding is",
+                       "--max-new-tokens", 8, "--temperature", temperature, "-k", 3)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err)
+    assert lines[0].startswith("error: the draft model's next-token probabilities are not finite"), lines[0]

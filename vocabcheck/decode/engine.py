@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ..verdict import Alignment
+from .cache_check import check_models
 from .controller import AdaptiveLength, FixedLength
 from .device import Clock, device_to_host, host_to_device
 from .factory import check_pair, controller_for, proposer_for
-from .layout import rollback_problem
 from .metrics import Metrics, RowMetrics
 from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
@@ -103,11 +103,17 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
     device); a caller that generates in several batches passes one stream to all of them, so that repeated prompts
     get independent samples. Without one, the call seeds its own from ``options.seed``. Ctrl-C stops the call where
     it is: the result holds what was accepted so far, with ``interrupted`` set.
+
+    A model whose cache vocabcheck's loop cannot drive (its config says so, or the behavioural check on its loaded
+    weights, :func:`vocabcheck.decode.cache_check.loop_problem`, run once per model object) is refused for
+    speculation (:class:`vocabcheck.errors.UnsupportedModel`) and decoded by transformers' own ``generate`` for
+    ``method="none"``.
     """
     check_pair(options, draft, alignment, translator)
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
-    if not options.speculative and rollback_problem(target.config, type(target)) is not None:
+    if check_models((options.method,), target, draft if options.method == "draft" else None, _where(target),
+                    _where(draft)) is not None:  # only plain decoding gets here with a problem
         return generate_plain(target, prompts, options, eos_ids, on_tokens)
     batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, translator=translator,
                         eos_ids=eos_ids, on_tokens=on_tokens, generator=generator)
@@ -122,6 +128,11 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
     batch.metrics.total_s = batch.elapsed()
     sequences = tuple(GeneratedSequence(row.prompt, tuple(row.output), row.finish or "length") for row in batch.rows)
     return Generation(sequences=sequences, metrics=batch.metrics, interrupted=interrupted)
+
+
+def _where(model) -> str | None:
+    """What a refusal names: the directory or hub id the model was loaded from, where it was."""
+    return getattr(model, "name_or_path", None) or None
 
 
 def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, translator, eos_ids,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..verdict import Alignment
+from .sampling import pick_greedy
 
 
 class PaddedMapping:
@@ -48,5 +49,6 @@ class PaddedMapping:
         return x + self.bias
 
     def greedy(self, draft_logits: torch.Tensor) -> torch.Tensor:
-        """The argmax of :meth:`logits` without building the padded vector (padded rows are -inf anyway)."""
-        return (draft_logits[..., : self.usable] + self.bias[: self.usable]).argmax(dim=-1)
+        """The argmax of :meth:`logits` without building the padded vector (padded rows are -inf anyway); NO_TOKEN
+        where they are not finite."""
+        return pick_greedy(draft_logits[..., : self.usable] + self.bias[: self.usable])

@@ -30,7 +30,7 @@ import torch
 
 from .device import host_to_device
 from .ngram import NgramIndex
-from .sampling import Sampling, draw, warp
+from .sampling import NO_TOKEN, Sampling, draw, warp
 from .state import KVState
 
 
@@ -57,6 +57,9 @@ class Proposals:
     q: torch.Tensor | None = None
     host: list[list[int]] | None = None
     device_lengths: torch.Tensor | None = None  # ``lengths`` on the device, where they are given
+    # [B] bool on the device: the row's draft gave a distribution that is not finite, and its proposals from there on
+    # are a placeholder id; the step's read-back says so (verify.emitted_tokens) and the engine refuses it
+    not_finite: torch.Tensor | None = None
 
     @staticmethod
     def none(rows: int, device: torch.device) -> Proposals:
@@ -131,7 +134,8 @@ class DraftMapping(Protocol):
         """Draft logits [..., draft rows] as float32 logits over the target's rows (-inf where nothing maps)."""
 
     def greedy(self, draft_logits: torch.Tensor) -> torch.Tensor:
-        """The target id of the argmax of :meth:`logits`, without building the whole vector where possible."""
+        """The target id of the argmax of :meth:`logits`, without building the whole vector where possible;
+        :data:`vocabcheck.decode.sampling.NO_TOKEN` where they are not finite (as :func:`draw` gives)."""
 
 
 class NgramProposer:
@@ -198,8 +202,11 @@ class DraftProposer:
         return self.pending, self.pending_real
 
     def propose(self, width: int, sampling: Sampling, generator: torch.Generator) -> Proposals:
+        """``width`` proposals per row. A distribution that is not finite gives NO_TOKEN, which no embedding holds:
+        it becomes id 0 on the device (fed to the draft, verified by the target, never emitted) and the row is marked
+        ``not_finite``, which the step's one read-back carries to the host (no sync here)."""
         tokens, real = self._unseen()
-        picks, dists = [], []
+        picks, dists, not_finite = [], [], None
         for _ in range(width):
             draft_logits = self.state.forward(tokens, keep=1, real=real)[:, -1]
             if sampling.greedy:
@@ -208,9 +215,13 @@ class DraftProposer:
                 q = warp(self.mapping.logits(draft_logits), sampling)
                 pick = draw(q, generator)
                 dists.append(q)
+            missing = pick == NO_TOKEN
+            not_finite = missing if not_finite is None else not_finite | missing
+            pick = pick.clamp(min=0)
             picks.append(pick)
             tokens, real = self.mapping.to_draft(pick[:, None]), None
-        return Proposals(tokens=torch.stack(picks, dim=1), q=torch.stack(dists, dim=1) if dists else None)
+        return Proposals(tokens=torch.stack(picks, dim=1), q=torch.stack(dists, dim=1) if dists else None,
+                         not_finite=not_finite)
 
     def commit(self, outcome: Outcome) -> None:
         """The draft saw its pending tokens and all proposals but the last: it keeps the accepted ones and owes the

@@ -100,12 +100,29 @@ def draw(probs: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
 
 
 NO_TOKEN = -1
-"""What :func:`draw` gives a row whose probabilities are not a distribution."""
+"""What :func:`draw` (and :func:`pick_greedy`) gives a row whose probabilities are not a distribution."""
+NO_PROPOSAL = -2
+"""What the step reads back for a row whose draft gave such a row (:func:`vocabcheck.decode.verify.emitted_tokens`):
+never an index, since the proposer fed and proposed a placeholder id in its place."""
+
+
+def pick_greedy(logits: torch.Tensor, ids: torch.Tensor | None = None) -> torch.Tensor:
+    """Each row's argmax over the last dimension (as ``ids[argmax]`` where ``ids`` is given), or :data:`NO_TOKEN`
+    where the row is not the logits of a distribution (a NaN or +inf anywhere, or nothing above -inf): the greedy
+    counterpart of :func:`draw`, with no host sync (``max`` propagates a NaN)."""
+    best, index = logits.max(dim=-1)
+    if ids is not None:
+        index = ids[index]
+    return torch.where(torch.isfinite(best), index, NO_TOKEN)
 
 
 def check_drawn(tokens: Sequence[int]) -> None:
-    """Refuse to emit :data:`NO_TOKEN`: the probabilities it was drawn from were not finite (the model's logits held a
-    NaN or an infinity), and no token follows from them."""
+    """Refuse to emit :data:`NO_TOKEN` or :data:`NO_PROPOSAL`: the probabilities it was drawn from (the model's, or
+    the draft's) were not finite (the logits held a NaN or an infinity), and no token follows from them."""
+    if NO_PROPOSAL in tokens:
+        raise UnsupportedModel("the draft model's next-token probabilities are not finite (its logits hold a NaN or "
+                               "an infinity): no proposal can be drawn from them; plain decoding (--method none) "
+                               "runs the target without it")
     if NO_TOKEN in tokens:
         raise UnsupportedModel("the model's next-token probabilities are not finite (its logits hold a NaN or an "
                                "infinity): no token can be drawn from them")

@@ -19,7 +19,6 @@ from .engine import OnTokens, generate
 from .loading import Prompt, check_rollback, encode_prompts, load_model
 from .metrics import Metrics
 from .options import METHODS, DecodeOptions
-from .plain import generate_plain
 from .result import Generation
 from .translate import Translator
 
@@ -66,7 +65,9 @@ class Session:
     draft_model: object | None
     eos_ids: tuple[int, ...] = field(default=())
     translator: Translator | None = None  # set where the draft runs translated (its tokenizer differs)
-    plain_problem: str | None = None  # the target failed the cache check: plain decoding runs through transformers
+    # why vocabcheck's loop cannot drive the target (its config or the cache check): generate hands plain decoding
+    # to transformers (decided by cache_check.loop_problem, which generate consults again at no cost)
+    plain_problem: str | None = None
 
     def encode(self, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
         return encode_prompts(self.target_profile, prompts, chat)
@@ -75,8 +76,6 @@ class Session:
                      on_tokens: OnTokens | None = None, generator=None) -> Generation:
         if options.method not in self.request.methods:
             raise ValueError(f"this session was started for {', '.join(self.request.methods)}, not {options.method}")
-        if options.method == "none" and self.plain_problem is not None:
-            return generate_plain(self.target_model, prompt_ids, options, self.eos_ids, on_tokens)
         use_draft = options.method == "draft"
         translated = use_draft and self.translator is not None
         return generate(self.target_model, prompt_ids, options, draft=self.draft_model if use_draft else None,

@@ -25,9 +25,11 @@ from .layout import AttentionLayout, attention_layout
 
 class KVState:
     def __init__(self, model, batch: int, device: torch.device, layout: AttentionLayout | None = None,
-                 fast_head: bool = True):
+                 fast_head: bool = True, hidden_from=None):
         """``fast_head=False`` keeps the model's own output head on the CPU too (the cache check: choosing the
-        fastest head kernel times each new row count, which costs more than the check's forwards)."""
+        fastest head kernel times each new row count, which costs more than the check's forwards). ``hidden_from``, a
+        module of the model (its decoder), gives that module's final hidden states instead of logits (the cache
+        check, for a position-wise head)."""
         from transformers import DynamicCache
 
         _use_maskable_attention(model)
@@ -39,15 +41,17 @@ class KVState:
         self.length = torch.zeros(batch, dtype=torch.long, device=device)  # real tokens per row = next position
         self.ragged = False  # some slot is padding or a hole (known on the host: the host decides every padding)
         self.dtype = next(model.parameters()).dtype
-        self.head = cpu_head(model) if fast_head else None
-        self.decoder = model.get_decoder() if self.head is not None else None  # hidden states, for self.head
+        self.head = cpu_head(model) if fast_head and hidden_from is None else None
+        # hidden states, for self.head or as the output
+        self.decoder = model.get_decoder() if self.head is not None else hidden_from
 
     @property
     def slots(self) -> int:
         return self.real.shape[1]
 
     def forward(self, tokens: torch.Tensor, keep: int, real: torch.Tensor | None = None) -> torch.Tensor:
-        """Append ``tokens`` [B, m] and return logits for the last ``keep`` slots, [B, keep, V]. ``real`` [B, m]
+        """Append ``tokens`` [B, m] and return logits for the last ``keep`` slots, [B, keep, V] (hidden states
+        [B, keep, H] where built with ``hidden_from``). ``real`` [B, m]
         marks non-padding slots; None means every slot is real."""
         width = tokens.shape[1]
         if real is None:
@@ -65,12 +69,13 @@ class KVState:
         return self._logits(tokens, positions, mask, keep)
 
     def _logits(self, tokens, positions, mask, keep: int) -> torch.Tensor:
-        if self.head is None:
+        if self.decoder is None:
             return self.model(input_ids=tokens, attention_mask=mask, position_ids=positions, cache=self.cache,
                               use_cache=True, logits_to_keep=keep).logits
         out = self.decoder(input_ids=tokens, attention_mask=mask, position_ids=positions, cache=self.cache,
                            use_cache=True)
-        return self.head(out.last_hidden_state[:, -keep:])
+        hidden = out.last_hidden_state[:, -keep:]
+        return hidden if self.head is None else self.head(hidden)
 
     def rollback(self, rejected: torch.Tensor, rejected_host: list[int]) -> None:
         """Forget each row's last ``rejected[row]`` real slots (the same counts on the device and on the host): the

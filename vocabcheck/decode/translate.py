@@ -28,6 +28,7 @@ import torch
 from .device import host_to_device
 from .metrics import RowMetrics
 from .proposers import DraftProposer, Outcome, Prefilled, left_pad
+from .sampling import pick_greedy
 
 
 class TranslatedMapping:
@@ -62,7 +63,7 @@ class TranslatedMapping:
         return x.index_select(-1, self.source)
 
     def greedy(self, draft_logits: torch.Tensor) -> torch.Tensor:
-        return self.target_ids[draft_logits[..., self.draft_ids].argmax(dim=-1)]
+        return pick_greedy(draft_logits[..., self.draft_ids], self.target_ids)
 
 
 class Translator:

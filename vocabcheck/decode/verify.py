@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .proposers import Proposals, left_pad
-from .sampling import Sampling, acceptance_probability, draw, residual, warp
+from .sampling import NO_PROPOSAL, Sampling, acceptance_probability, draw, residual, warp
 from .state import KVState
 
 
@@ -61,9 +61,12 @@ def accept(logits: torch.Tensor, proposals: Proposals, sampling: Sampling,
 
 def emitted_tokens(proposals: Proposals, count: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
     """[B, 1 + width + 1]: each row's accepted count, then its accepted proposals and the target's token (the rest
-    of the row repeats that token). This is what the host reads back, in one copy."""
+    of the row repeats that token). This is what the host reads back, in one copy. A row whose draft gave a
+    distribution that is not finite reads back NO_PROPOSAL in place of every token (the engine refuses it)."""
     width = proposals.width
     columns = torch.arange(width + 1, device=count.device)[None, :]
     padded = torch.nn.functional.pad(proposals.tokens, (0, 1))
     tokens = torch.where(columns < count[:, None], padded, chosen[:, None])
+    if proposals.not_finite is not None:
+        tokens = tokens.masked_fill(proposals.not_finite[:, None], NO_PROPOSAL)
     return torch.cat([count[:, None], tokens], dim=1)
