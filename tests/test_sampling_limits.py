@@ -120,3 +120,43 @@ def test_run_with_a_nan_draft_exits_2_with_one_line(cli, models, qwen_pair, tmp_
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and "Traceback" not in err, (code, err)
     assert lines[0].startswith("error: the draft model's next-token probabilities are not finite"), lines[0]
+
+
+# --- a target whose logits or hidden states are not finite: refused, greedy and plain decoding included -----------
+
+
+def _tiny_llama_pair():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=32, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(7)
+    return LlamaForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("method", ["none", "ngram"])
+@pytest.mark.parametrize("sampling", [Sampling(), Sampling(temperature=0.8)], ids=["greedy", "sampled"])
+def test_a_target_with_nan_logits_is_refused_not_decoded(method, sampling):
+    """Before: greedy decoding took the argmax of NaN logits (the first NaN's index) as the target's token and
+    emitted it with no error. The head is NaN, the decoder sound: the cache check (hidden states) passes it, and the
+    step refuses the first token."""
+    from vocabcheck.decode import DecodeOptions, generate
+
+    target = _tiny_llama_pair()
+    _not_finite_head(target)
+    with pytest.raises(UnsupportedModel, match=r"^the model's next-token probabilities are not finite"):
+        generate(target, [[1, 2, 3, 1, 2, 3], [4, 5]],
+                 DecodeOptions(method=method, k=2, max_new_tokens=8, sampling=sampling))
+
+
+def test_a_target_whose_own_forward_is_not_finite_is_refused_for_plain_decoding_too():
+    """Before: a model whose hidden states are NaN failed the cache check, and plain decoding handed it to
+    transformers' generate, which emitted argmax-of-NaN tokens with no error."""
+    from vocabcheck.decode import DecodeOptions, generate
+
+    target = _tiny_llama_pair()
+    with torch.no_grad():
+        target.model.norm.weight.fill_(float("nan"))
+    for method in ("none", "ngram"):
+        with pytest.raises(UnsupportedModel, match="not finite"):
+            generate(target, [[1, 2, 3]], DecodeOptions(method=method, k=2, max_new_tokens=4))

@@ -67,6 +67,11 @@ _VERDICTS: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[torch.device, torch
     weakref.WeakKeyDictionary()
 
 
+class NotFinite(str):
+    """A problem that no decoding gets around, transformers' own included: the model's own forward gives a NaN or an
+    infinity on the check's tokens. Refused for every method, plain decoding too."""
+
+
 def check_models(methods, target, draft, target_where, draft_where) -> str | None:
     """The decision for every model the chosen ``methods`` drive (:func:`loop_problem`). A model vocabcheck's loop
     cannot drive is refused (one line, exit 2) where a speculative method would use it; where only plain decoding is
@@ -79,7 +84,7 @@ def check_models(methods, target, draft, target_where, draft_where) -> str | Non
     if target is None:  # a draft added to a session whose target was checked already
         return None
     problem = loop_problem(target)
-    if problem is not None and speculative:
+    if problem is not None and (speculative or isinstance(problem, NotFinite)):
         raise UnsupportedModel(problem, target_where)
     return problem
 
@@ -95,7 +100,8 @@ def loop_problem(model) -> str | None:
     problem = rollback_problem(model.config, type(model))
     if problem is None:
         problem = cache_problem(model)
-        problem = None if problem is None else f"{problem}; {SPECULATION}"
+        if problem is not None and not isinstance(problem, NotFinite):
+            problem = f"{problem}; {SPECULATION}"
     _VERDICTS[model] = (parameter.device, parameter.dtype, problem)
     return problem
 
@@ -117,7 +123,8 @@ def cache_problem(model, layout: AttentionLayout | None = None) -> str | None:
     except Exception as exc:  # the model's own code, on its own: nothing of vocabcheck's ran yet
         return f"{name}: its own forward over {len(a)} tokens fails ({exception_line(exc, 200)})"
     if not all(bool(torch.isfinite(reference).all()) for reference in references):
-        return f"{name}: its own forward over {len(a)} tokens gives values that are not finite (a NaN or an infinity)"
+        return NotFinite(f"{name}: its own forward over {len(a)} tokens gives values that are not finite (a NaN or an "
+                         "infinity): no decoding can use it")
     dtype = next(model.parameters()).dtype
     tolerance = TOLERANCE.get(dtype, TOLERANCE[torch.float32])
     scale = max(float(references[0].std()), 1e-6)

@@ -30,7 +30,7 @@ from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
 from .plain import generate_plain
 from .proposers import Outcome, Prefilled, Proposals, Proposer, left_pad
-from .sampling import check_drawn, draw, warp
+from .sampling import check_drawn, draw, pick_greedy, warp
 from .state import KVState
 from .translate import Translator
 from .verify import accept, emitted_tokens, verify
@@ -161,7 +161,7 @@ def prefill(batch: Batch, prompts: Sequence[Sequence[int]]) -> None:
     ids, real = left_pad(prompts, batch.last.device)
     logits = batch.target.forward(ids, keep=1, real=real)[:, -1]
     sampling = batch.options.sampling
-    first = logits.argmax(dim=-1) if sampling.greedy else draw(warp(logits, sampling), batch.generator)
+    first = pick_greedy(logits) if sampling.greedy else draw(warp(logits, sampling), batch.generator)
     first_host = device_to_host(first)
     check_drawn(first_host)
     if batch.proposer is not None:

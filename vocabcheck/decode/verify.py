@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .proposers import Proposals, left_pad
-from .sampling import NO_PROPOSAL, Sampling, acceptance_probability, draw, residual, warp
+from .sampling import NO_PROPOSAL, Sampling, acceptance_probability, draw, pick_greedy, residual, warp
 from .state import KVState
 
 
@@ -39,7 +39,7 @@ def accept(logits: torch.Tensor, proposals: Proposals, sampling: Sampling,
     valid = torch.arange(width, device=device)[None, :] < lengths[:, None]
     rows = torch.arange(proposed.shape[0], device=device)
     if sampling.greedy:
-        best = target_logits.argmax(dim=-1)  # [B, width + 1]
+        best = pick_greedy(target_logits)  # [B, width + 1]; NO_TOKEN where the logits are not finite
         count = ((best[:, :width] == proposed) & valid).long().cumprod(dim=1).sum(dim=1)
         return count, best[rows, count]
     p = warp(target_logits, sampling)  # [B, width + 1, V]
