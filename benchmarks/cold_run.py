@@ -11,11 +11,13 @@ included) is reported beside it. The variants: no speculation, n-gram and draft,
 ``-k auto`` where this checkout's CLI accepts it (checked once, by a one-token run). ``run`` stops a sequence at
 eos, as a user's run does.
 
-The CPU output head keeps its kernel timings on disk (``head-kernels.json`` in vocabcheck's cache directory,
-``decode/head.py``), so a user's first process on a machine times kernels and later ones do not. ``--tuning`` says
-which is measured: ``fresh`` gives every run an empty cache directory (the first process on a machine), ``kept``
-one directory for all runs, primed by one unmeasured run of each row (every later process); ``both`` (the default)
-measures each row both ways. The runs' cache directory holds only those timings: the models are given by path.
+A process keeps what it measured on disk for the next (``decode/measured.py``: the CPU head's kernel timings,
+``head-kernels.json``, and ``-k auto``'s step costs and pooled acceptance per pair, method and batch size,
+``step-costs.json``), so a user's first process on a machine measures and later ones start from it. ``--tuning``
+says which is measured: ``fresh`` gives every run an empty cache directory (the first process on a machine),
+``kept`` one directory for all runs, primed by one unmeasured run of each row (every later process); ``both`` (the
+default) measures each row both ways. The runs' cache directory holds only those files: the models are given by
+path.
 """
 
 from __future__ import annotations
@@ -140,10 +142,11 @@ def report(cells, commands, args, auto: bool, prompt_name: str) -> str:
              f"- `-k auto`: {'accepted by this checkout and measured' if auto else 'not accepted by this checkout'}",
              "- tokens/s: the run's own `metrics.tokens_per_s` (generation only, first call's warm-up included); "
              "wall: the whole process, model load included",
-             "- head kernels: `kept` runs find the kernel timings an earlier process left in the cache directory (one "
-             "unmeasured priming run per row made them); `fresh` runs start from an empty cache directory, as the "
-             "first process on a machine does", "",
-             "| head kernels | batch | method | k | tokens/s (median, min–max) | vs none | wall s (median) "
+             "- kept state: `kept` runs find what earlier processes left in the cache directory (the CPU head's kernel "
+             "timings and, where this checkout keeps them, `-k auto`'s step costs; one unmeasured priming run per row, "
+             "then every measured run adds to it); `fresh` runs start from an empty cache directory, as the first "
+             "process on a machine does", "",
+             "| kept state | batch | method | k | tokens/s (median, min–max) | vs none | wall s (median) "
              "| tokens |",
              "|---|---|---|---|---|---|---|---|"]
     for (tuning, batch, method, k), runs in cells.items():

@@ -145,3 +145,94 @@ def test_a_later_call_starts_its_rows_from_what_earlier_calls_accepted():
     second = AdaptiveLength(4, 8, costs)
     assert 0.85 < second.acceptance.rate(0) < 1.0  # the pair's pooled acceptance, before any row of this call
     assert sum(second.acceptance.prior) == pytest.approx(2.0)  # ... weighing what Beta(1, 1) weighs: the row's own counts soon rule
+
+
+# --- what -k auto measured is kept for the pair's later processes ---------------------------------------------------
+
+
+@pytest.fixture()
+def own_cache(monkeypatch, tmp_path):
+    """A process with its own cache directory and no costs measured in memory."""
+    from vocabcheck.decode import controller
+
+    monkeypatch.setenv("VOCABCHECK_CACHE", str(tmp_path))
+    monkeypatch.setattr(controller, "_COSTS", controller.weakref.WeakKeyDictionary())
+    return controller
+
+
+def tiny_model(name: str):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    model.config._name_or_path = name
+    return model
+
+
+def test_a_later_process_starts_from_the_costs_and_acceptance_an_earlier_one_measured(own_cache):
+    target, draft = tiny_model("/models/target"), tiny_model("/models/draft")
+    first = own_cache.costs_for(target, draft, "draft/greedy", 4, 8)
+    for step in range(30):
+        width = step % 9
+        first.observe(width, 4 * (width + 1), 0.010 + 0.002 * width + 0.001 * 4 * width)
+    for _ in range(50):
+        first.observe_acceptance(4, 4)
+    AdaptiveLength(4, 8, first).finish()
+    assert json.loads(own_cache.STORE.path().read_text())["version"] == 1
+
+    own_cache._COSTS.clear()  # a new process: nothing measured in memory
+    again = own_cache.costs_for(target, draft, "draft/greedy", 4, 8)
+    assert again is not first
+    for width in (0, 3, 8):
+        assert again.seconds(width, 4 * (width + 1)) == pytest.approx(first.seconds(width, 4 * (width + 1)))
+    assert again.acceptance_prior() == pytest.approx(first.acceptance_prior())
+    fresh = StepCosts(own_cache.draft_share(target, draft), 4, 8)
+    assert fresh.acceptance_prior() != pytest.approx(again.acceptance_prior())
+
+    # another batch size, method or draft is another entry: it starts from the prior
+    for other in (own_cache.costs_for(target, draft, "draft/greedy", 16, 8),
+                  own_cache.costs_for(target, draft, "ngram/greedy", 4, 8),
+                  own_cache.costs_for(target, tiny_model("/models/other-draft"), "draft/greedy", 4, 8)):
+        assert other.unit is None and other.pooled == [0.0, 0.0]
+
+
+def test_models_with_no_name_are_not_kept(own_cache):
+    target = tiny_model("")
+    costs = own_cache.costs_for(target, None, "ngram/greedy", 1, 8)
+    costs.observe(0, 1, 0.01)
+    AdaptiveLength(1, 8, costs).finish()
+    assert costs.key is None and not own_cache.STORE.path().exists()
+
+
+@pytest.mark.parametrize("state", [
+    None, "text", {"xx": [[1, 0, 0]], "xt": [0, 0, 0], "unit": 0.01, "pooled": [0, 0]},
+    {"xx": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "xt": [0, 0, float("nan")], "unit": 0.01, "pooled": [0, 0]},
+    {"xx": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "xt": [0, 0, 0], "unit": -1, "pooled": [0, 0]},
+    {"xx": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "xt": [0, 0, 0], "unit": 0.01, "pooled": [-5, 0]},
+    {"xx": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "xt": [0, 0, 0], "unit": 0.01}])
+def test_a_kept_state_that_this_code_did_not_write_is_ignored(state):
+    costs = StepCosts(0.1, 4, 8)
+    before = [costs.seconds(w, 4 * (w + 1)) for w in range(9)]
+    assert costs.restore(state) is False
+    assert [costs.seconds(w, 4 * (w + 1)) for w in range(9)] == before and costs.pooled == [0.0, 0.0]
+
+
+def test_auto_keeps_its_costs_through_generate_and_stays_lossless(own_cache):
+    """Through the engine: a named pair's call leaves its costs in the store; the next process's call starts from
+    them, and its greedy output is still the target's own."""
+    from vocabcheck.decode import generate
+
+    target = tiny_model("/models/target")
+    prompts = [[1, 2, 3, 1, 2, 3, 1, 2], [5, 6, 7, 5, 6]]
+    options = DecodeOptions(method="ngram", max_new_tokens=12, ignore_eos=True)
+    expected = [s.token_ids for s in generate(target, prompts, DecodeOptions(method="none", max_new_tokens=12,
+                                                                             ignore_eos=True)).sequences]
+    assert [s.token_ids for s in generate(target, prompts, options).sequences] == expected
+    kept = own_cache.STORE.get(own_cache.stored_key(target, None, "ngram/greedy", 2, 8))
+    assert isinstance(kept, dict) and kept["unit"] > 0
+    own_cache._COSTS.clear()
+    assert [s.token_ids for s in generate(target, prompts, options).sequences] == expected
+    assert own_cache.costs_for(target, None, "ngram/greedy", 2, 8).unit == pytest.approx(kept["unit"])

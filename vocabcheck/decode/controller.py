@@ -40,8 +40,11 @@ agrees is probed rarely: each probe costs a verification and the draft's catch-u
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
+
+from .measured import MachineStore
 
 MEMORY = 0.9  # acceptance counts kept per step a row is verified with proposals
 IDLE = 0.99  # ... and per step it proposes nothing
@@ -93,13 +96,39 @@ class StepCosts:
     ``COST_MEMORY`` per step, plus a prior of three pseudo-steps. Kept per pair and method for the life of the models
     (:func:`costs_for`), so later calls start from what earlier ones measured."""
 
-    def __init__(self, draft_share: float, rows: int, k_max: int):
+    def __init__(self, draft_share: float, rows: int, k_max: int, key: str | None = None):
         self.draft_share, self.rows, self.k_max = draft_share, rows, k_max
+        self.key = key  # where it is kept for later processes (STORE); None: not kept
         self.xx = [[0.0] * 3 for _ in range(3)]  # decayed sums of x·xᵀ and x·t
         self.xt = [0.0] * 3
         self.unit: float | None = None  # seconds of a plain step of ``rows`` rows, from the first measured step
         self.fit: list[float] | None = None
         self.pooled = [0.0, 0.0]  # every row's accepted and rejected proposals so far, decayed (POOL_MEMORY)
+
+    def state(self) -> dict:
+        return {"xx": self.xx, "xt": self.xt, "unit": self.unit, "pooled": self.pooled}
+
+    def restore(self, state: object) -> bool:
+        """Start from what an earlier process on this machine measured (:meth:`state`, kept in :data:`STORE`);
+        anything else is ignored (False)."""
+        try:
+            xx = [[float(v) for v in row] for row in state["xx"]]
+            xt = [float(v) for v in state["xt"]]
+            pooled = [float(v) for v in state["pooled"]]
+            unit = None if state["unit"] is None else float(state["unit"])
+        except (TypeError, KeyError, ValueError, IndexError):
+            return False
+        values = [v for row in xx for v in row] + xt + pooled + ([unit] if unit is not None else [])
+        if ([len(row) for row in xx] != [3, 3, 3] or len(xt) != 3 or len(pooled) != 2
+                or not all(math.isfinite(v) for v in values) or min(pooled) < 0 or (unit is not None and unit <= 0)
+                or min(xx[i][i] for i in range(3)) < 0):
+            return False
+        self.xx, self.xt, self.pooled, self.unit, self.fit = xx, xt, pooled, unit, None
+        return True
+
+    def save(self) -> None:
+        if self.key is not None and self.unit is not None:
+            STORE.put(self.key, self.state())
 
     def observe_acceptance(self, judged: int, kept: int) -> None:
         """One row's verification, pooled over rows and calls."""
@@ -226,6 +255,10 @@ class AdaptiveLength:
     def keep_rows(self, live: Sequence[int]) -> None:
         self.acceptance.keep_rows(live)
 
+    def finish(self) -> None:
+        """The call is over: keep what it measured for later processes."""
+        self.costs.save()
+
 
 class FixedLength:
     """``k=N``: every step proposes as many as it can, up to N (``reach`` is already capped by it)."""
@@ -242,18 +275,48 @@ class FixedLength:
     def keep_rows(self, live: Sequence[int]) -> None:
         pass
 
+    def finish(self) -> None:
+        pass
+
 
 _COSTS: "weakref.WeakKeyDictionary[object, dict]" = weakref.WeakKeyDictionary()  # target model → (key → costs)
 
 
 def costs_for(target, draft, method: str, rows: int, k_max: int) -> StepCosts:
-    """The step costs measured so far for this target, draft and method (a fresh prior the first time)."""
+    """The step costs measured so far for this target, draft and method: in this process, else what an earlier
+    process on this machine kept (:data:`STORE`), else a fresh prior."""
     per_target = _COSTS.setdefault(target, {})
     key = (method, id(draft), k_max, rows)  # a draft forward and a plain step cost more in a larger batch
     costs = per_target.get(key)
     if costs is None:
-        costs = per_target[key] = StepCosts(draft_share(target, draft), rows, k_max)
+        costs = per_target[key] = StepCosts(draft_share(target, draft), rows, k_max,
+                                            stored_key(target, draft, method, rows, k_max))
+        if costs.key is not None:
+            costs.restore(STORE.get(costs.key))
     return costs
+
+
+STORE = MachineStore("step-costs.json")
+"""``-k auto``'s step costs and pooled acceptance per pair, method, batch size and device, kept per machine, so that
+a cold ``vocabcheck run`` starts from what the pair's earlier runs measured instead of from the prior."""
+
+
+def stored_key(target, draft, method: str, rows: int, k_max: int) -> str | None:
+    """The key of a pair's costs in :data:`STORE`: the models' directories (or hub ids), device, dtype, method,
+    batch size and k_max; None for a model with no name (built in memory: nothing identifies it in a later
+    process)."""
+    names = []
+    for model in (target, draft):
+        if model is None:
+            names.append("-")
+            continue
+        name = getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", "")
+        if not name:
+            return None
+        names.append(str(name))
+    parameter = next(target.parameters())
+    return (f"{method}; {parameter.device.type} {str(parameter.dtype).removeprefix('torch.')}; batch {rows}; "
+            f"k_max {k_max}; target {names[0]}; draft {names[1]}")
 
 
 def draft_share(target, draft) -> float:

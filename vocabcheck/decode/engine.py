@@ -126,6 +126,7 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
     except KeyboardInterrupt:  # stop where we are: the caller reports what was accepted
         interrupted = True
     batch.metrics.total_s = batch.elapsed()
+    batch.controller.finish()
     sequences = tuple(GeneratedSequence(row.prompt, tuple(row.output), row.finish or "length") for row in batch.rows)
     return Generation(sequences=sequences, metrics=batch.metrics, interrupted=interrupted)
 

@@ -11,10 +11,10 @@ rounding. ``benchmarks/head_layout.py`` measures every width and row count; repo
 
 Timing a size costs a few products (100–500 ms for the demo's 152,064 × 256 head at 16–128 rows, several times the
 step it serves), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the batch, each
-verification width. So the choices are kept on disk, ``head-kernels.json`` in vocabcheck's cache directory
-(:func:`vocabcheck.machine.cache_root`), per machine (processor model, torch version, threads), head shape and
-dtype: a process times only the sizes no earlier process on this machine timed. Delete the file to time them again.
-A file that cannot be read or written costs only the timing; a name in it that is not a candidate here is ignored.
+verification width. So the choices are kept on disk, ``head-kernels.json`` (:mod:`vocabcheck.decode.measured`),
+per machine (processor model, torch version, threads), head shape and dtype: a process times only the sizes no
+earlier process on this machine timed. Delete the file to time them again. A file that cannot be read or written
+costs only the timing; a name in it that is not a candidate here is ignored.
 
 The engine uses :func:`cpu_head` only where it is the same product: float32 weights on the CPU, architectures whose
 forward is exactly ``lm_head(last_hidden_state)`` (no soft-capping, logit scale or bias). Everything else runs the
@@ -24,16 +24,13 @@ model's own forward.
 from __future__ import annotations
 
 import functools
-import json
 import time
 import weakref
-from pathlib import Path
 from typing import Callable
 
 import torch
 
-from .. import atomic
-from ..machine import cache_root, cpu_model
+from .measured import MachineStore
 
 # Causal LMs whose forward is exactly ``lm_head(last_hidden_state)``: no soft-capping, logit scale or bias (checked
 # against their transformers source). Others keep the model's own forward.
@@ -96,7 +93,7 @@ class TunedHead:
         self.kernels = candidates()
         key = (tuple(weight.shape), weight.dtype)
         if key not in _CHOICES:
-            _CHOICES[key] = {bucket: name for bucket, name in KernelFile.read(key).items() if name in self.kernels}
+            _CHOICES[key] = {bucket: name for bucket, name in stored_choices(key).items() if name in self.kernels}
         self.choice: dict[int, str] = _CHOICES[key]  # bucket → name
         self.key = key
 
@@ -111,7 +108,7 @@ class TunedHead:
             return self.kernels[name](hidden, self.weight)
         name, out = self._fastest(hidden)
         self.choice[bucket] = name
-        KernelFile.add(self.key, bucket, name)
+        KernelFile.put(head_name(self.key), {str(b): n for b, n in sorted(self.choice.items())})
         return out
 
     def _fastest(self, hidden: torch.Tensor) -> tuple[str, torch.Tensor]:
@@ -129,67 +126,23 @@ class TunedHead:
         return name, outputs[name]
 
 
-class KernelFile:
-    """``head-kernels.json``: ``{"version": 1, "machines": {machine: {"152064x256 float32": {"16": "onednn"}}}}``,
-    the kernel each earlier process on a machine timed fastest for each head and bucket."""
+KernelFile = MachineStore("head-kernels.json")
+"""``{"version": 1, "machines": {machine: {"152064x256 float32": {"16": "onednn"}}}}``: the kernel each earlier
+process on a machine timed fastest for each head and bucket."""
 
-    name = "head-kernels.json"
-    version = 1
-    max_bytes = 1 << 20  # a file larger than any that this code writes is not read
 
-    @staticmethod
-    def path() -> Path:
-        return cache_root() / KernelFile.name
+def head_name(key: tuple[tuple[int, ...], torch.dtype]) -> str:
+    shape, dtype = key
+    return "x".join(map(str, shape)) + " " + str(dtype).removeprefix("torch.")
 
-    @staticmethod
-    def machine() -> str:
-        return f"{cpu_model()}; torch {torch.__version__}; {torch.get_num_threads()} threads"
 
-    @staticmethod
-    def head(key: tuple[tuple[int, ...], torch.dtype]) -> str:
-        shape, dtype = key
-        return "x".join(map(str, shape)) + " " + str(dtype).removeprefix("torch.")
-
-    @classmethod
-    def _load(cls) -> dict:
-        try:
-            path = cls.path()
-            if path.stat().st_size > cls.max_bytes:
-                return {}
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        if not isinstance(data, dict) or data.get("version") != cls.version or not isinstance(data.get("machines"),
-                                                                                             dict):
-            return {}
-        return data
-
-    @classmethod
-    def read(cls, key) -> dict[int, str]:
-        """This machine's choices for one head: {bucket: kernel name} (empty where there are none)."""
-        heads = cls._load().get("machines", {}).get(cls.machine())
-        found = heads.get(cls.head(key)) if isinstance(heads, dict) else None
-        if not isinstance(found, dict):
-            return {}
-        return {int(bucket): name for bucket, name in found.items()
-                if isinstance(bucket, str) and bucket.isdigit() and isinstance(name, str)}
-
-    @classmethod
-    def add(cls, key, bucket: int, name: str) -> None:
-        """Record one choice (read, merge, atomic replace: a concurrent process loses at most its own entry); a
-        cache directory that cannot be written is left alone."""
-        data = cls._load() or {"version": cls.version, "machines": {}}
-        heads = data["machines"].setdefault(cls.machine(), {})
-        if not isinstance(heads, dict):
-            heads = data["machines"][cls.machine()] = {}
-        entry = heads.setdefault(cls.head(key), {})
-        if not isinstance(entry, dict):
-            entry = heads[cls.head(key)] = {}
-        entry[str(bucket)] = name
-        try:
-            atomic.write_text(cls.path(), json.dumps(data, indent=1, sort_keys=True) + "\n")
-        except OSError:
-            pass
+def stored_choices(key) -> dict[int, str]:
+    """This machine's kept choices for one head: {bucket: kernel name} (empty where there are none)."""
+    found = KernelFile.get(head_name(key))
+    if not isinstance(found, dict):
+        return {}
+    return {int(bucket): name for bucket, name in found.items()
+            if isinstance(bucket, str) and bucket.isdigit() and isinstance(name, str)}
 
 
 # (head shape, dtype) → {bucket: kernel name}: this machine's choices (from KernelFile), and those timed since
