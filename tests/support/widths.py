@@ -29,6 +29,9 @@ class ScriptedWidths:
     def keep_rows(self, live) -> None:
         pass
 
+    def finish(self) -> None:
+        pass
+
 
 @pytest.fixture
 def varying_widths(monkeypatch):
