@@ -12,21 +12,28 @@ from vocabcheck.decode import head as head_module
 from vocabcheck.decode.head import KernelFile, TunedHead
 
 
+COSTS = {"onednn": 1.0, "mkl": 2.0, "mkl-columns": 3.0}  # made-up seconds per product: oneDNN wins clearly
+
+
 @pytest.fixture()
 def fresh(monkeypatch, tmp_path):
-    """A process that has timed nothing yet, with its own cache directory; counts every kernel call."""
+    """A process that has timed nothing yet, with its own cache directory; every kernel call is counted and takes
+    COSTS[kernel] on a made-up clock (the choice must not depend on this machine's load)."""
     monkeypatch.setenv("VOCABCHECK_CACHE", str(tmp_path))
     monkeypatch.setattr(head_module, "_CHOICES", {})
     calls = []
+    clock = [0.0]
 
     def counting(name, kernel):
         def run(hidden, weight):
             calls.append(name)
+            clock[0] += COSTS[name]
             return kernel(hidden, weight)
         return run
 
     real = head_module.candidates
     monkeypatch.setattr(head_module, "candidates", lambda: {n: counting(n, k) for n, k in real().items()})
+    monkeypatch.setattr(head_module.time, "perf_counter", lambda: clock[0])
     return calls
 
 
@@ -103,3 +110,19 @@ def test_choices_are_kept_per_machine(fresh, monkeypatch):
         TunedHead(weight())(hidden(1))
     assert len(fresh) >= len(head_module.candidates())  # another machine times for itself
     assert len(json.loads(KernelFile.path().read_text())["machines"]) == 2
+
+
+def test_a_close_race_is_not_kept_for_later_processes(fresh, monkeypatch):
+    """Where the runner-up is within 20 % of the winner, a busy moment could have picked either: the choice serves
+    this process only, and the next process times that size again."""
+    monkeypatch.setitem(COSTS, "mkl", 1.1)
+    head = TunedHead(weight())
+    with torch.inference_mode():
+        head(hidden(16))
+    assert head.choice[16] == "onednn"
+    assert not KernelFile.path().exists()
+    monkeypatch.setattr(head_module, "_CHOICES", {})
+    fresh.clear()
+    with torch.inference_mode():
+        TunedHead(weight())(hidden(16))
+    assert len(fresh) > 1  # timed again

@@ -13,8 +13,10 @@ Timing a size costs a few products (100–500 ms for the demo's 152,064 × 256 h
 step it serves), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the batch, each
 verification width. So the choices are kept on disk, ``head-kernels.json`` (:mod:`vocabcheck.decode.measured`),
 per machine (processor model, torch version, threads), head shape and dtype: a process times only the sizes no
-earlier process on this machine timed. Delete the file to time them again. A file that cannot be read or written
-costs only the timing; a name in it that is not a candidate here is ignored.
+earlier process on this machine timed. Only a clear win is kept (the winner at least 20 % faster than the runner-up):
+where kernels are close, a busy moment could have picked either, and each process times that size again. Delete the
+file to time them again. A file that cannot be read or written costs only the timing; a name in it that is not a
+candidate here is ignored.
 
 The engine uses :func:`cpu_head` only where it is the same product: float32 weights on the CPU, architectures whose
 forward is exactly ``lm_head(last_hidden_state)`` (no soft-capping, logit scale or bias). Everything else runs the
@@ -106,12 +108,18 @@ class TunedHead:
         name = self.choice.get(bucket)
         if name is not None:
             return self.kernels[name](hidden, self.weight)
-        name, out = self._fastest(hidden)
+        name, out, decisive = self._fastest(hidden)
         self.choice[bucket] = name
-        KernelFile.put(head_name(self.key), {str(b): n for b, n in sorted(self.choice.items())})
+        if decisive:
+            kept = stored_choices(self.key)
+            kept[bucket] = name
+            KernelFile.put(head_name(self.key), {str(b): n for b, n in sorted(kept.items())})
         return out
 
-    def _fastest(self, hidden: torch.Tensor) -> tuple[str, torch.Tensor]:
+    def _fastest(self, hidden: torch.Tensor) -> tuple[str, torch.Tensor, bool]:
+        """The fastest kernel, its product, and whether it won clearly enough to be kept for later processes: by
+        ``DECISIVE`` or more over the runner-up (where kernels are close, a busy moment could have picked either,
+        and a choice kept on disk would outlive the moment; such a bucket is timed again in each process)."""
         best = {name: float("inf") for name in self.kernels}
         outputs = {}
         for round_ in range(self.rounds):
@@ -122,8 +130,12 @@ class TunedHead:
             if round_ == 0:
                 fastest = min(best.values())
                 best = {name: seconds for name, seconds in best.items() if seconds <= 2 * fastest}
-        name = min(best, key=best.get)
-        return name, outputs[name]
+        ranked = sorted(best, key=best.get)
+        decisive = len(ranked) == 1 or best[ranked[0]] <= DECISIVE * best[ranked[1]]
+        return ranked[0], outputs[ranked[0]], decisive
+
+
+DECISIVE = 0.8  # a kernel kept on disk was at least this much faster (in time) than the runner-up
 
 
 KernelFile = MachineStore("head-kernels.json")
