@@ -65,9 +65,6 @@ class Session:
     draft_model: object | None
     eos_ids: tuple[int, ...] = field(default=())
     translator: Translator | None = None  # set where the draft runs translated (its tokenizer differs)
-    # why vocabcheck's loop cannot drive the target (its config or the cache check): generate hands plain decoding
-    # to transformers (decided by cache_check.loop_problem, which generate consults again at no cost)
-    plain_problem: str | None = None
 
     def encode(self, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
         return encode_prompts(self.target_profile, prompts, chat)
@@ -136,12 +133,13 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
     dtype = resolve_dtype(request.dtype, device)
     target_model = load_model(target_profile, device, dtype)
     draft_model = load_model(draft_profile, device, dtype) if draft_profile is not None else None
-    plain_problem = check_models(request.methods, target_model, draft_model, target_profile.location,
-                                 draft_profile.location if draft_profile is not None else None)
+    # refused here, naming the files, before anything generates; a target that only plain decoding may use is handed
+    # to transformers by generate, which takes the verdict loop_problem kept for the model object
+    check_models(request.methods, target_model, draft_model, target_profile.location,
+                 draft_profile.location if draft_profile is not None else None)
     return Session(request=request, target_profile=target_profile, draft_profile=draft_profile,
                    comparison=comparison, device=device, dtype=dtype, target_model=target_model,
-                   draft_model=draft_model, eos_ids=target_profile.generation_eos, translator=translator,
-                   plain_problem=plain_problem)
+                   draft_model=draft_model, eos_ids=target_profile.generation_eos, translator=translator)
 
 
 def with_draft(session: Session, draft: str, *, translate: bool = False,
