@@ -196,8 +196,8 @@ needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reas
 def test_every_cpu_head_kernel_gives_the_models_own_logits(pair, prompt_ids):
     """On the CPU the engine applies a float32 lm_head through whichever kernel was fastest (oneDNN, or MKL in
     either layout): every candidate gives the model's own logits to within 1e-6 (float32 rounding), for a plain
-    step, a verify chunk and a long chunk, at batch 1 and 4; the tuned head keeps one kernel per row count, so a
-    repeated call gives the same bits."""
+    step, a verify chunk and a long chunk, at batch 1 and 4; once a size's calls have timed the candidates, the tuned
+    head keeps one kernel for it, so a repeated call gives the same bits."""
     assert onednn_available() and set(candidates()) == {"onednn", "mkl", "mkl-columns"}
     model = load(pair["target"], torch.float32)
     head = cpu_head(model)
@@ -211,10 +211,14 @@ def test_every_cpu_head_kernel_gives_the_models_own_logits(pair, prompt_ids):
         assert logits.shape == own.shape == (batch, keep, qwen.ROWS_LARGE)
         assert (logits - own).abs().max() < 1e-6, (batch, keep, (logits - own).abs().max())  # logits of about 0.5
         assert torch.equal(logits.argmax(-1), own.argmax(-1))
-        assert head.choice[TunedHead.bucket(batch * keep)] in candidates()
         hidden = model.get_decoder()(tokens).last_hidden_state[:, -keep:]
         for name, kernel in candidates().items():
             assert (kernel(hidden, head.weight) - own).abs().max() < 1e-6, (name, batch, keep)
+        for _ in range(len(candidates()) * TunedHead.rounds):  # the size's calls time the candidates, then it is
+            if TunedHead.bucket(batch * keep) in head.choice:  # decided (or an earlier test decided it)
+                break
+            assert (head(hidden) - own).abs().max() < 1e-6
+        assert head.choice[TunedHead.bucket(batch * keep)] in candidates()
         assert torch.equal(head(hidden), head(hidden))
 
 

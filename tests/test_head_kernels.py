@@ -1,5 +1,6 @@
-"""The CPU head's kernel choices are kept on disk per machine and head shape, so that a cold process does not time
-again what an earlier one timed (each timing costs several products, more than the step it serves)."""
+"""The CPU head picks its kernel per size of row count by timing the calls that serve that size (a size met once
+costs one product, not a timing), and keeps the choices on disk per machine and head shape, so that a cold process
+does not time again what an earlier one timed."""
 
 from __future__ import annotations
 
@@ -17,24 +18,35 @@ COSTS = {"onednn": 1.0, "mkl": 2.0, "mkl-columns": 3.0}  # made-up seconds per p
 
 @pytest.fixture()
 def fresh(monkeypatch, tmp_path):
-    """A process that has timed nothing yet, with its own cache directory; every kernel call is counted and takes
-    COSTS[kernel] on a made-up clock (the choice must not depend on this machine's load)."""
+    """A process that has timed nothing yet, with its own cache directory and the three candidates (each the
+    model's own product underneath, so the test does not depend on this torch having oneDNN); every kernel call is
+    counted and takes COSTS[kernel] on a made-up clock (the choice must not depend on this machine's load)."""
     monkeypatch.setenv("VOCABCHECK_CACHE", str(tmp_path))
     monkeypatch.setattr(head_module, "_CHOICES", {})
     calls = []
     clock = [0.0]
 
-    def counting(name, kernel):
+    def counting(name):
         def run(hidden, weight):
             calls.append(name)
             clock[0] += COSTS[name]
-            return kernel(hidden, weight)
+            return torch.nn.functional.linear(hidden, weight)
         return run
 
-    real = head_module.candidates
-    monkeypatch.setattr(head_module, "candidates", lambda: {n: counting(n, k) for n, k in real().items()})
+    monkeypatch.setattr(head_module, "candidates", lambda: {n: counting(n) for n in ("mkl", "mkl-columns", "onednn")})
     monkeypatch.setattr(head_module.time, "perf_counter", lambda: clock[0])
     return calls
+
+
+LEAD = head_module.RACE_AFTER - 1  # a size's first calls, untimed through the likeliest winner
+RACE = LEAD + 5  # calls that take a size through its race: three candidates once, then the two left once more
+
+
+def served(head: TunedHead, rows: int, times: int) -> None:
+    """``times`` calls at ``rows`` rows, each checked against the model's own product."""
+    with torch.inference_mode():
+        for _ in range(times):
+            assert torch.allclose(head(hidden(rows)), torch.nn.functional.linear(hidden(rows), weight()), atol=1e-5)
 
 
 def weight() -> torch.Tensor:
@@ -45,28 +57,62 @@ def hidden(rows: int) -> torch.Tensor:
     return torch.randn(rows, 1, 24, generator=torch.Generator().manual_seed(rows))
 
 
+def test_a_size_met_once_costs_one_product(fresh):
+    """A probe's verification width or a batch's last rows meet a size once: that call is one product through the
+    likeliest winner, not a timing of every candidate."""
+    head = TunedHead(weight())
+    served(head, 16, 1)
+    assert fresh == ["onednn"]
+    assert 16 not in head.choice and not KernelFile.path().exists()  # not decided on one product
+
+
+def test_a_size_met_rarely_never_runs_a_slower_candidate(fresh):
+    """An occasional plain step among proposing ones meets its size now and then: were those calls the race, each
+    would run a slower kernel in turn, and the controller would price plain steps from them."""
+    head = TunedHead(weight())
+    served(head, 16, LEAD)
+    assert fresh == ["onednn"] * LEAD and 16 not in head.choice
+
+
+def test_a_size_met_often_is_timed_on_its_own_calls_then_served_by_the_fastest(fresh):
+    head = TunedHead(weight())
+    served(head, 16, RACE + 4)
+    assert len(fresh) == RACE + 4  # every timing was a call's own product: no extra ones
+    # each candidate once; mkl-columns (3 s) is over twice the fastest (1 s) and leaves the race; then a second round
+    assert fresh[LEAD:RACE] == ["onednn", "mkl-columns", "mkl", "onednn", "mkl"]
+    assert fresh[:LEAD] + fresh[RACE:] == ["onednn"] * (LEAD + 4) and head.choice[16] == "onednn"
+
+
+def test_other_row_counts_of_a_bucket_get_the_fastest_so_far_untimed(fresh, monkeypatch):
+    """Bucket 64 holds 33 to 64 rows; times at different row counts do not compare, so the race runs at the row
+    count it started at, and the bucket's other row counts run the fastest so far without advancing it."""
+    monkeypatch.setitem(COSTS, "mkl", 0.5)  # mkl wins this time
+    head = TunedHead(weight())
+    served(head, 48, LEAD + 3)  # the race's first round: onednn, mkl-columns, mkl
+    served(head, 40, 2)
+    assert fresh[LEAD:] == ["onednn", "mkl-columns", "mkl", "mkl", "mkl"]
+    served(head, 48, 2)  # the race's second round: onednn and mkl again (mkl-columns left it)
+    assert fresh[LEAD + 5:] == ["onednn", "mkl"] and head.choice[64] == "mkl"
+
+
 def test_a_new_process_uses_the_choices_an_earlier_one_timed(fresh, monkeypatch):
     first = TunedHead(weight())
-    with torch.inference_mode():
-        for rows in (1, 16, 48):
-            first(hidden(rows))
-    timed = len(fresh)
-    assert timed >= 3 * len(head_module.candidates())  # each new size timed every candidate
+    for rows in (1, 16, 48):
+        served(first, rows, RACE)
     stored = json.loads(KernelFile.path().read_text())
     assert stored["version"] == 1
     (heads,) = stored["machines"].values()
-    assert set(heads["301x24 float32"]) == {"1", "16", "64"}
+    assert heads["301x24 float32"] == {"1": "onednn", "16": "onednn", "64": "onednn"}
 
     monkeypatch.setattr(head_module, "_CHOICES", {})  # a new process: nothing timed in memory
     fresh.clear()
     second = TunedHead(weight())
-    with torch.inference_mode():
-        out = second(hidden(16))
-        second(hidden(40))  # bucket 64, timed by the first process at 48 rows
-        second(hidden(1))
-    assert len(fresh) == 3  # one product each, no timing
+    monkeypatch.setitem(COSTS, "mkl", 0.1)  # would win a new timing: the kept choice is used without one
+    served(second, 16, RACE)
+    served(second, 40, RACE)  # bucket 64, timed by the first process at 48 rows
+    served(second, 1, RACE)
+    assert fresh == ["onednn"] * 3 * RACE
     assert second.choice == first.choice
-    assert torch.allclose(out, torch.nn.functional.linear(hidden(16), weight()), atol=1e-5)
 
 
 @pytest.mark.parametrize("content", ["{not json", json.dumps([1, 2]), json.dumps({"version": 99, "machines": {}}),
@@ -80,13 +126,11 @@ def test_an_unreadable_or_foreign_file_only_costs_the_timing(fresh, content):
     else:
         path.write_text(content)
     head = TunedHead(weight())
-    with torch.inference_mode():
-        out = head(hidden(16))
-    assert len(fresh) >= len(head_module.candidates())  # timed again
-    assert head.choice[16] in head_module.candidates()
-    assert torch.allclose(out, torch.nn.functional.linear(hidden(16), weight()), atol=1e-5)
+    served(head, 16, RACE)
+    assert set(fresh) == set(COSTS)  # timed again
+    assert head.choice[16] == "onednn"
     heads = json.loads(path.read_text())["machines"][KernelFile.machine()]
-    assert heads["301x24 float32"]["16"] == head.choice[16]  # rewritten as a valid file
+    assert heads["301x24 float32"] == {"16": "onednn"}  # rewritten as a valid file
 
 
 def test_a_cache_directory_that_cannot_be_written_is_not_an_error(fresh, monkeypatch, tmp_path):
@@ -94,21 +138,18 @@ def test_a_cache_directory_that_cannot_be_written_is_not_an_error(fresh, monkeyp
     blocker.write_text("")
     monkeypatch.setenv("VOCABCHECK_CACHE", str(blocker / "below-a-file"))
     head = TunedHead(weight())
-    with torch.inference_mode():
-        out = head(hidden(3))
-    assert torch.allclose(out, torch.nn.functional.linear(hidden(3), weight()), atol=1e-5)
+    served(head, 3, RACE)
+    assert head.choice[4] == "onednn"
     assert not (blocker / "below-a-file").exists()
 
 
 def test_choices_are_kept_per_machine(fresh, monkeypatch):
-    with torch.inference_mode():
-        TunedHead(weight())(hidden(1))
+    served(TunedHead(weight()), 1, RACE)
     monkeypatch.setattr(head_module, "_CHOICES", {})
     monkeypatch.setattr(KernelFile, "machine", staticmethod(lambda: "another CPU; torch 0; 64 threads"))
     fresh.clear()
-    with torch.inference_mode():
-        TunedHead(weight())(hidden(1))
-    assert len(fresh) >= len(head_module.candidates())  # another machine times for itself
+    served(TunedHead(weight()), 1, RACE)
+    assert set(fresh) == set(COSTS)  # another machine times for itself
     assert len(json.loads(KernelFile.path().read_text())["machines"]) == 2
 
 
@@ -117,12 +158,10 @@ def test_a_close_race_is_not_kept_for_later_processes(fresh, monkeypatch):
     this process only, and the next process times that size again."""
     monkeypatch.setitem(COSTS, "mkl", 1.1)
     head = TunedHead(weight())
-    with torch.inference_mode():
-        head(hidden(16))
+    served(head, 16, RACE)
     assert head.choice[16] == "onednn"
     assert not KernelFile.path().exists()
     monkeypatch.setattr(head_module, "_CHOICES", {})
     fresh.clear()
-    with torch.inference_mode():
-        TunedHead(weight())(hidden(16))
-    assert len(fresh) > 1  # timed again
+    served(TunedHead(weight()), 16, RACE)
+    assert set(fresh) == set(COSTS)  # timed again

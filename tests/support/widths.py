@@ -20,7 +20,7 @@ class ScriptedWidths:
         self.chosen.append(width)
         return width
 
-    def observe_step(self, draft: int, slots: int, seconds: float) -> None:
+    def observe_step(self, draft: int, slots: int, seconds: float, live: int) -> None:
         pass
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:

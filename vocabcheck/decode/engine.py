@@ -25,6 +25,7 @@ from .cache_check import check_models
 from .controller import AdaptiveLength, FixedLength
 from .device import Clock, device_to_host, host_to_device
 from .factory import check_pair, controller_for, proposer_for
+from .head import TunedHead
 from .metrics import Metrics, RowMetrics
 from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
@@ -80,6 +81,7 @@ class Batch:
     clock: Clock | None = None
     on_tokens: OnTokens | None = None
     stamp: float | None = None  # when the previous step's read-back returned (None: before the first step)
+    races: int = 0  # the CPU head's timed calls when the previous step returned (:attr:`TunedHead.races`)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -221,16 +223,17 @@ def choose_width(batch: Batch, rooms: list[int]) -> int:
 
 
 def observe_time(batch: Batch, width: int, at: float) -> None:
-    """The step's time, from the previous read-back to this one, for the controller (the first step of a call is
-    left out: it pays for the prefill's tail)."""
+    """The step's time, from the previous read-back to this one, for the controller. Left out: the first step of a
+    call (it pays for the prefill's tail), and a step in which the CPU head timed a candidate kernel (a slower one,
+    as often as not: the step would price the width by the race, not by what it costs from then on)."""
     metrics = batch.metrics
     metrics.verify_passes += 1
     metrics.plain_steps += width == 0
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
     metrics.draft_passes += forwards
-    if batch.stamp is not None:
-        batch.controller.observe_step(forwards, len(batch.live) * (width + 1), at - batch.stamp)
-    batch.stamp = at
+    if batch.stamp is not None and TunedHead.races == batch.races:
+        batch.controller.observe_step(forwards, len(batch.live) * (width + 1), at - batch.stamp, len(batch.live))
+    batch.stamp, batch.races = at, TunedHead.races
 
 
 def propose(batch: Batch, width: int) -> Proposals:

@@ -2,21 +2,23 @@
 
 With a vocabulary of 150,000 rows the output projection is most of a small model's step, and on the CPU its cost
 depends on the kernel far more than on the row count. torch's ``F.linear`` goes to MKL, which on the AMD EPYC cores
-this project measures on multiplies 5 rows by Qwen2.5-7B's 152,064 × 3,584 head in 491 ms and 1 row in 113 ms;
-oneDNN (torch's other CPU library, as torch.compile uses it) takes 165 ms and 81 ms; MKL with the operands the other
-way round (``W @ h.T``) is the fastest for 2 to 8 rows of the demo's 256-wide head. No one kernel wins every shape,
-and which one wins depends on the CPU, so :class:`TunedHead` times the candidates on the first call of each size
-of row count and head shape, and keeps the fastest (as cuDNN's benchmark mode does). The candidates agree to float32
-rounding. ``benchmarks/head_layout.py`` measures every width and row count; reports/head-layout.md has the figures.
+this project measures on multiplies 5 rows by Qwen2.5-7B's 152,064 × 3,584 head in 491 ms and 1 row in 113 ms; oneDNN
+(torch's other CPU library, as torch.compile uses it) takes 165 ms and 81 ms; MKL with the operands the other way
+round (``W @ h.T``) is the fastest for 2 to 8 rows of the demo's 256-wide head. No one kernel wins every shape, and
+which one wins depends on the CPU, so :class:`TunedHead` times the candidates on the first calls of each size of row
+count and head shape, and keeps the fastest (as cuDNN's benchmark mode does, but timing the calls that serve the size
+rather than extra products). The candidates agree to float32 rounding. ``benchmarks/head_layout.py`` measures every
+width and row count; reports/head-layout.md has the figures.
 
-Timing a size costs a few products (100–500 ms for the demo's 152,064 × 256 head at 16–128 rows, several times the
-step it serves), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the batch, each
-verification width. So the choices are kept on disk, ``head-kernels.json`` (:mod:`vocabcheck.decode.measured`),
-per machine (processor model, torch version, threads), head shape and dtype: a process times only the sizes no
-earlier process on this machine timed. Only a clear win is kept (the winner at least 20 % faster than the runner-up):
-where kernels are close, a busy moment could have picked either, and each process times that size again. Delete the
-file to time them again. A file that cannot be read or written costs only the timing; a name in it that is not a
-candidate here is ignored.
+Timing each size with extra products beside its first call cost 100–500 ms for the demo's 152,064 × 256 head at 16–128
+rows (several times the step it serves; a first batch-16 ``run`` on a machine spent 1.3 s of its 2.9 s generation on
+it), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the batch, each verification
+width. So the calls themselves are the timings (a size met once costs one product), and the choices are kept on disk,
+``head-kernels.json`` (:mod:`vocabcheck.decode.measured`), per machine (processor model, torch version, threads), head
+shape and dtype: a process times only the sizes no earlier process on this machine timed. Only a clear win is kept
+(the winner at least 20 % faster than the runner-up): where kernels are close, a busy moment could have picked either,
+and each process times that size again. Delete the file to time them again. A file that cannot be read or written
+costs only the timing; a name in it that is not a candidate here is ignored.
 
 The engine uses :func:`cpu_head` only where it is the same product: float32 weights on the CPU, architectures whose
 forward is exactly ``lm_head(last_hidden_state)`` (no soft-capping, logit scale or bias). Everything else runs the
@@ -83,12 +85,20 @@ def candidates() -> dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tenso
 class TunedHead:
     """``lm_head`` with the model's own weight, hidden states [B, n, H] to logits [B, n, V], through the kernel that
     was fastest in this process for that many rows (B·n, in buckets: 1, 2, 3–4, 5–8, 9–16, ...) and this head's
-    shape. The first call of a bucket times the candidates on its input — ``rounds`` interleaved rounds keeping each
-    kernel's best time (the first round doubles as the warm-up; robust to a busy machine), dropping after the first
-    round any kernel over twice the fastest — and returns the winner's own product, so it costs a few products;
-    later calls cost one. Heads of the same shape share their choices (:data:`_CHOICES`)."""
+    shape. Heads of the same shape share their choices (:data:`_CHOICES`).
+
+    A bucket is timed on the calls that serve it, not beside them. Its first ``RACE_AFTER - 1`` calls run the
+    likeliest winner (:data:`PREFERENCE`) untimed: a size met once or rarely (a probe's verification width, a batch's
+    last rows, an occasional plain step among proposing ones) costs one product through it, and never a slower
+    candidate. From then on, until its choice is made, each of its calls at the row count the race started at runs
+    the candidate with the fewest timings and returns that product, so a size met often costs only the slower
+    candidates' extra time on a few calls. Calls at the bucket's other row counts run the fastest so far, untimed
+    (times at different row counts do not compare). After each candidate has run once, any over twice the fastest is
+    dropped; after ``rounds`` timings of each one left, the fastest (by its best time: the first doubles as its
+    warm-up, and the best is the figure least disturbed by a busy machine) serves the bucket from then on."""
 
     rounds = 2
+    races = 0  # timed calls so far, in every head of this process (a step that made one is not a cost sample)
 
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
@@ -98,41 +108,60 @@ class TunedHead:
             _CHOICES[key] = {bucket: name for bucket, name in stored_choices(key).items() if name in self.kernels}
         self.choice: dict[int, str] = _CHOICES[key]  # bucket → name
         self.key = key
+        self.seen: dict[int, int] = {}  # bucket → calls so far
+        # bucket → (the row count it is timed at, {candidate still in the race: its timings so far})
+        self.trials: dict[int, tuple[int, dict[str, list[float]]]] = {}
 
     @staticmethod
     def bucket(rows: int) -> int:
         return rows if rows <= 2 else 1 << (rows - 1).bit_length()
 
     def __call__(self, hidden: torch.Tensor) -> torch.Tensor:
-        bucket = self.bucket(hidden.numel() // hidden.shape[-1])
+        rows = hidden.numel() // hidden.shape[-1]
+        bucket = self.bucket(rows)
         name = self.choice.get(bucket)
         if name is not None:
             return self.kernels[name](hidden, self.weight)
-        name, out, decisive = self._fastest(hidden)
-        self.choice[bucket] = name
-        if decisive:
-            kept = stored_choices(self.key)
-            kept[bucket] = name
-            KernelFile.put(head_name(self.key), {str(b): n for b, n in sorted(kept.items())})
+        seen = self.seen[bucket] = self.seen.get(bucket, 0) + 1
+        if seen < RACE_AFTER:  # met rarely so far: the likeliest winner, untimed
+            return self.kernels[self.preferred()[0]](hidden, self.weight)
+        timed_rows, race = self.trials.setdefault(bucket, (rows, {name: [] for name in self.preferred()}))
+        if rows != timed_rows:  # the fastest so far (the likeliest winner before any is timed)
+            return self.kernels[min(race, key=lambda n: min(race[n], default=float("inf")))](hidden, self.weight)
+        name = min(race, key=lambda n: len(race[n]))  # fewest timings; on a tie the likeliest winner
+        TunedHead.races += 1
+        start = time.perf_counter()
+        out = self.kernels[name](hidden, self.weight)
+        race[name].append(time.perf_counter() - start)
+        if len(race[name]) == 1 and all(race.values()):  # every candidate timed once: drop the far slower ones
+            fastest = min(times[0] for times in race.values())
+            for slow in [n for n, times in race.items() if times[0] > 2 * fastest]:
+                del race[slow]
+        if all(len(times) >= self.rounds for times in race.values()):
+            self._decide(bucket, {n: min(times) for n, times in race.items()})
         return out
 
-    def _fastest(self, hidden: torch.Tensor) -> tuple[str, torch.Tensor, bool]:
-        """The fastest kernel, its product, and whether it won clearly enough to be kept for later processes: by
+    def preferred(self) -> list[str]:
+        return sorted(self.kernels, key=lambda n: PREFERENCE.index(n) if n in PREFERENCE else len(PREFERENCE))
+
+    def _decide(self, bucket: int, best: dict[str, float]) -> None:
+        """The fastest kernel serves ``bucket`` from now on; it is kept for later processes only where it won by
         ``DECISIVE`` or more over the runner-up (where kernels are close, a busy moment could have picked either,
         and a choice kept on disk would outlive the moment; such a bucket is timed again in each process)."""
-        best = {name: float("inf") for name in self.kernels}
-        outputs = {}
-        for round_ in range(self.rounds):
-            for name in list(best):
-                start = time.perf_counter()
-                outputs[name] = self.kernels[name](hidden, self.weight)
-                best[name] = min(best[name], time.perf_counter() - start)
-            if round_ == 0:
-                fastest = min(best.values())
-                best = {name: seconds for name, seconds in best.items() if seconds <= 2 * fastest}
         ranked = sorted(best, key=best.get)
-        decisive = len(ranked) == 1 or best[ranked[0]] <= DECISIVE * best[ranked[1]]
-        return ranked[0], outputs[ranked[0]], decisive
+        self.choice[bucket] = ranked[0]
+        del self.trials[bucket]
+        if len(ranked) == 1 or best[ranked[0]] <= DECISIVE * best[ranked[1]]:
+            kept = stored_choices(self.key)
+            kept[bucket] = ranked[0]
+            KernelFile.put(head_name(self.key), {str(b): n for b, n in sorted(kept.items())})
+
+
+RACE_AFTER = 4  # a bucket's calls before its candidates are timed
+
+PREFERENCE = ("onednn", "mkl-columns", "mkl")
+"""The order in which a new size tries the kernels: oneDNN was fastest or near it for most sizes on the machines
+measured (reports/head-layout.md), so a size met once most likely gets the best product."""
 
 
 DECISIVE = 0.8  # a kernel kept on disk was at least this much faster (in time) than the runner-up
