@@ -119,8 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"## The head alone (median ms per call, {qwen.ROWS_LARGE:,} float32 rows, median of {args.repeat})",
         "",
-        "vocabcheck's engine times these candidates on the first call of each size of row count and keeps the fastest "
-        f"(oneDNN available and checked here: {'yes' if onednn_available() else 'NO'}); the fastest in each row "
+        "vocabcheck's engine times these candidates on the calls that serve each size of row count and keeps the "
+        f"fastest (oneDNN available and checked here: {'yes' if onednn_available() else 'NO'}); the fastest in each row "
         "is **bold**.",
         "",
         "| hidden | rows | `F.linear(h, W)` (the model's own, MKL) | `W @ h.T` (MKL) | oneDNN | fastest vs F.linear |",

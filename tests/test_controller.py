@@ -56,6 +56,16 @@ def test_a_batchs_last_rows_do_not_bend_the_full_batchs_fit():
         assert costs.seconds(width, 3 * (width + 1), 3) == pytest.approx(tail(width), rel=0.03)
 
 
+def test_a_shapes_first_step_in_a_process_is_left_out():
+    """The first step of a shape pays once for it (kernel set-up, buffers): measured on the CPU at 1.5–2× the
+    shape's later steps, it priced that width out for the rest of the call."""
+    costs = StepCosts(draft_share=0.1, rows=4, k_max=8)
+    costs.observe(1, 8, 5.0)
+    for _ in range(10):
+        costs.observe(1, 8, 0.02)
+    assert costs.seconds(1, 8) == pytest.approx(0.02, rel=0.05)
+
+
 def test_a_plain_step_is_priced_from_plain_steps():
     """A plain step runs another path (no draft, no verification bookkeeping, another head kernel): measured on the
     demo pair at batch 16, 19.5 ms where the proposing steps' line meets width 0 at 14 ms. With both kinds measured,

@@ -13,11 +13,12 @@ c by least squares over the steps so far, one fit per number of live rows (a CPU
 step of 3 rows costs nearly what one of 16 does, and fitted together the rows leaving at a call's end made a plain
 step of 16 rows look 40 % dearer than it was), recent steps weighing more, each step timed from the previous step's
 read-back to its own (the step's one host sync, so the timing adds none). A step in which the CPU head timed a
-candidate kernel (:mod:`vocabcheck.decode.head`) is left out. A CPU, whose verification is compute-bound, learns a
-large c; a GPU, memory-bound at these sizes, a small one: no table per device. A small ridge holds each coefficient to
-a prior, scaled by the first measured step, that a few measured steps outweigh: a draft forward costs the draft's
-share of the pair's parameters, each extra verified slot ``SLOT_SHARE`` of a row's plain step, and a plain step
-nothing apart.
+candidate kernel (:mod:`vocabcheck.decode.head`) is left out, and so is the first step of each shape (live rows, draft
+forwards, slots) in a process: it pays once for the shape (measured at 1.5–2× the shape's later steps). A CPU, whose
+verification is compute-bound, learns a large c; a GPU, memory-bound at these sizes, a small one: no table per device.
+A small ridge holds each coefficient to a prior, scaled by the first measured step, that a few measured steps
+outweigh: a draft forward costs the draft's share of the pair's parameters, each extra verified slot ``SLOT_SHARE`` of
+a row's plain step, and a plain step nothing apart.
 
 **What a step earns.** Row i accepts each proposal with probability α_i given the ones before it were accepted
 (geometric, as in Leviathan et al.), so with w proposals it emits 1 + α_i + … + α_i^w tokens in expectation.
@@ -152,6 +153,7 @@ class StepCosts:
         self.draft_share, self.rows, self.k_max = draft_share, rows, k_max
         self.key = key  # where it is kept for later processes (STORE); None: not kept
         self.fits: dict[int, LiveFit] = {}  # live rows → fit
+        self.shapes: set[tuple[int, int, int]] = set()  # (live rows, draft forwards, slots) stepped in this process
         self.pooled = [0.0, 0.0]  # every row's accepted and rejected proposals so far, decayed (POOL_MEMORY)
 
     @property
@@ -219,8 +221,12 @@ class StepCosts:
 
     def observe(self, draft: int, slots: int, seconds: float, live: int | None = None) -> None:
         """One step of ``live`` rows (the whole batch if not said) with ``draft`` draft forwards and ``slots``
-        verified slots took ``seconds``."""
+        verified slots took ``seconds``. The first step of each shape in a process is left out: it pays for what
+        the shape costs once (kernel set-up, buffers), measured at 1.5–2× the shape's later steps on the CPU."""
         live = self.rows if live is None else live
+        if (live, draft, slots) not in self.shapes:  # a shape's first step in a process pays its one-time costs
+            self.shapes.add((live, draft, slots))
+            return
         fit = self._fit(live)
         if fit.unit is None:
             fit.unit = seconds / self._prior(live, draft, slots)
