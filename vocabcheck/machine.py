@@ -6,6 +6,7 @@ the machine's total: that is what a measurement could use. A leaf module: it imp
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 from pathlib import Path
@@ -22,8 +23,10 @@ def machine_description() -> str:
             f"Python {platform.python_version()}")
 
 
+@functools.cache
 def cpu_model() -> str:
-    """The processor's model name (``/proc/cpuinfo``'s first "model name"), else what :mod:`platform` knows."""
+    """The processor's model name (``/proc/cpuinfo``'s first "model name"), else what :mod:`platform` knows; read
+    once per process (each kept choice or cost reads and writes under it)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             for line in info:

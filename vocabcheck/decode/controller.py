@@ -107,6 +107,14 @@ def expected_tokens(alpha: float, width: int) -> float:
     return sum(alpha ** j for j in range(width + 1))
 
 
+FEATURES = 4  # a step's x: 1, whether it is a plain step, draft forwards, verified slots
+
+
+def features(live: int, draft: int, slots: int) -> tuple[float, float, float, float]:
+    """A step's x: 1, whether it is a plain step (one slot per live row), draft forwards, verified slots."""
+    return 1.0, 1.0 if slots <= live else 0.0, float(draft), float(slots)
+
+
 class LiveFit:
     """The step-time fit for one number of live rows: decayed sums of x·xᵀ and x·t over x = (1, plain step, draft
     forwards, slots), and ``unit``, the seconds of a plain step at that size (from its first measured step)."""
@@ -136,9 +144,6 @@ class LiveFit:
         fit = cls(rows)
         fit.xx, fit.xt, fit.unit = xx, xt, unit
         return fit
-
-
-FEATURES = 4  # a step's x: 1, whether it is a plain step, draft forwards, verified slots
 
 
 class StepCosts:
@@ -232,7 +237,7 @@ class StepCosts:
             fit.unit = seconds / self._prior(live, draft, slots)
         elif fit.fit is not None:  # a step far slower than predicted (a kernel warming up, a busy machine) counts
             seconds = min(seconds, 3.0 * self.seconds(draft, slots, live))  # as three times the prediction at most
-        x = (1.0, 1.0 if slots <= live else 0.0, float(draft), float(slots))
+        x = features(live, draft, slots)
         for i in range(FEATURES):
             fit.xt[i] = fit.xt[i] * COST_MEMORY + x[i] * seconds
             for j in range(FEATURES):
@@ -248,8 +253,7 @@ class StepCosts:
             return self._prior(live, draft, slots)
         if fit.fit is None:
             fit.fit = self._solve(fit)
-        a, plain, b, c = fit.fit
-        return max(a + plain * (slots <= live) + b * draft + c * slots, 1e-3 * fit.unit)
+        return max(sum(c * x for c, x in zip(fit.fit, features(live, draft, slots))), 1e-3 * fit.unit)
 
     def _solve(self, fit: LiveFit) -> list[float]:
         """The ridge solution: the measured steps' least squares, each coefficient held towards the prior's

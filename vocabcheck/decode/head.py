@@ -103,6 +103,8 @@ class TunedHead:
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
         self.kernels = candidates()
+        # the order a new size tries them in: the likeliest winner first
+        self.order = sorted(self.kernels, key=lambda n: PREFERENCE.index(n) if n in PREFERENCE else len(PREFERENCE))
         key = (tuple(weight.shape), weight.dtype)
         if key not in _CHOICES:
             _CHOICES[key] = {bucket: name for bucket, name in stored_choices(key).items() if name in self.kernels}
@@ -124,8 +126,8 @@ class TunedHead:
             return self.kernels[name](hidden, self.weight)
         seen = self.seen[bucket] = self.seen.get(bucket, 0) + 1
         if seen < RACE_AFTER:  # met rarely so far: the likeliest winner, untimed
-            return self.kernels[self.preferred()[0]](hidden, self.weight)
-        timed_rows, race = self.trials.setdefault(bucket, (rows, {name: [] for name in self.preferred()}))
+            return self.kernels[self.order[0]](hidden, self.weight)
+        timed_rows, race = self.trials.setdefault(bucket, (rows, {name: [] for name in self.order}))
         if rows != timed_rows:  # the fastest so far (the likeliest winner before any is timed)
             return self.kernels[min(race, key=lambda n: min(race[n], default=float("inf")))](hidden, self.weight)
         name = min(race, key=lambda n: len(race[n]))  # fewest timings; on a tie the likeliest winner
@@ -140,9 +142,6 @@ class TunedHead:
         if all(len(times) >= self.rounds for times in race.values()):
             self._decide(bucket, {n: min(times) for n, times in race.items()})
         return out
-
-    def preferred(self) -> list[str]:
-        return sorted(self.kernels, key=lambda n: PREFERENCE.index(n) if n in PREFERENCE else len(PREFERENCE))
 
     def _decide(self, bucket: int, best: dict[str, float]) -> None:
         """The fastest kernel serves ``bucket`` from now on; it is kept for later processes only where it won by
