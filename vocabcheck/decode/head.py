@@ -11,14 +11,14 @@ rather than extra products). The candidates agree to float32 rounding. ``benchma
 width and row count; reports/head-layout.md has the figures.
 
 Timing each size with extra products beside its first call cost 100–500 ms for the demo's 152,064 × 256 head at 16–128
-rows (several times the step it serves; a first batch-16 ``run`` on a machine spent 1.3 s of its 2.9 s generation on
-it), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the batch, each verification
-width. So the calls themselves are the timings (a size met once costs one product), and the choices are kept on disk,
-``head-kernels.json`` (:mod:`vocabcheck.decode.measured`), per machine (processor model, torch version, threads), head
-shape and dtype: a process times only the sizes no earlier process on this machine timed. Only a clear win is kept
-(the winner at least 20 % faster than the runner-up): where kernels are close, a busy moment could have picked either,
-and each process times that size again. Delete the file to time them again. A file that cannot be read or written
-costs only the timing; a name in it that is not a candidate here is ignored.
+rows (several times the step it serves; a first batch-16 draft call on a machine spent 1.6–2.1 s on it:
+``benchmarks/step_trace.py``), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the
+batch, each verification width. So the calls themselves are the timings (a size met once costs one product), and the
+choices are kept on disk, ``head-kernels.json`` (:mod:`vocabcheck.decode.measured`), per machine (processor model,
+torch version, threads), head shape and dtype: a process times only the sizes no earlier process on this machine
+timed. Only a clear win is kept (the winner at least 20 % faster than the runner-up): where kernels are close, a busy
+moment could have picked either, and each process times that size again. Delete the file to time them again. A file
+that cannot be read or written costs only the timing; a name in it that is not a candidate here is ignored.
 
 The engine uses :func:`cpu_head` only where it is the same product: float32 weights on the CPU, architectures whose
 forward is exactly ``lm_head(last_hidden_state)`` (no soft-capping, logit scale or bias). Everything else runs the
