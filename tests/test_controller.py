@@ -8,7 +8,8 @@ from importlib import resources
 
 import pytest
 
-from vocabcheck.decode.controller import (Acceptance, AdaptiveLength, FixedLength, StepCosts, expected_tokens)
+from vocabcheck.decode.controller import Acceptance, AdaptiveLength, FixedLength, expected_tokens, probe_interval
+from vocabcheck.decode.costs import StepCosts
 from vocabcheck.decode.metrics import RowMetrics
 from vocabcheck.decode.options import METHODS, DecodeOptions, parse_k
 from vocabcheck.errors import BadOption
@@ -56,14 +57,63 @@ def test_a_batchs_last_rows_do_not_bend_the_full_batchs_fit():
         assert costs.seconds(width, 3 * (width + 1), 3) == pytest.approx(tail(width), rel=0.03)
 
 
-def test_a_shapes_first_step_in_a_process_is_left_out():
-    """The first step of a shape pays once for it (kernel set-up, buffers): measured on the CPU at 1.5–2× the
-    shape's later steps, it priced that width out for the rest of the call."""
+def test_a_shapes_first_step_in_a_process_does_not_price_it_for_the_call():
+    """The first step of a shape pays once for it (kernel set-up, buffers; or a busy moment): a plain one is left
+    out, a proposing one counts as half a step and three predictions at most, so that a fresh process's first
+    widths are measured (leaving them out, the controller widened them on the prior's prices) but a one-time cost
+    does not price a width out for the rest of the call."""
     costs = StepCosts(draft_share=0.1, rows=4, k_max=8)
+    costs.observe(0, 4, 5.0)  # left out
+    for _ in range(6):
+        costs.observe(0, 4, 0.01)
+    assert costs.seconds(0, 4) == pytest.approx(0.01, rel=0.02)
+    before = costs.seconds(1, 8)
     costs.observe(1, 8, 5.0)
+    assert before < costs.seconds(1, 8) < 3 * before  # counted, towards plain steps, but capped
     for _ in range(10):
         costs.observe(1, 8, 0.02)
     assert costs.seconds(1, 8) == pytest.approx(0.02, rel=0.05)
+    assert costs.seconds(0, 4) == pytest.approx(0.01, rel=0.05)
+
+
+def test_a_batchs_last_rows_are_priced_by_the_full_batch_until_their_own_fit_can():
+    """At a call's end rows leave one by one and each smaller batch is met for a few steps: with a fit of their own
+    they began from the prior and a plain step to price (on the demo pair at batch 16, 10–13 steps of a call's
+    1.6 s, few rows each, nearly all plain). Their widths are priced as the same widths of the smallest larger batch
+    that measured plain and proposing steps (their own plain step where they measured one), the width's extra cost
+    in proportion to the rows, and they propose from their first step."""
+    costs = StepCosts(draft_share=0.1, rows=16, k_max=8)
+    for step in range(40):
+        width = step % 3
+        costs.observe(width, 16 * (width + 1), 0.020 if width == 0 else 0.014 + 0.016 * width, live=16)
+    full = [costs.seconds(width, 16 * (width + 1), 16) for width in range(4)]
+    for width in range(4):  # a plain step as the full batch's, and what each width adds there, for 4 rows in 16
+        assert costs.seconds(width, 4 * (width + 1), 4) == pytest.approx(full[0] + (full[width] - full[0]) / 4)
+    controller = AdaptiveLength(16, 8, costs)
+    learnt(controller, 16, accepted=30, rejected=2)
+    controller.keep_rows(range(4))
+    assert controller.choose([8] * 4, forwards_per_position=1) > 0
+    costs.observe(0, 4, 0.012, live=4)  # a shape's first step: left out
+    costs.observe(0, 4, 0.012, live=4)
+    assert costs.seconds(0, 4, 4) == pytest.approx(0.012, rel=0.05)  # its own plain step, measured
+    assert costs.seconds(1, 8, 4) == pytest.approx(costs.seconds(0, 4, 4) + (full[1] - full[0]) / 4)
+    for width in (1, 2, 1, 2, 1):
+        costs.observe(width, 4 * (width + 1), 0.011 + 0.004 * width, live=4)
+    assert costs.seconds(2, 12, 4) == pytest.approx(0.019, rel=0.15)  # its own, once it measured both
+
+
+def test_a_smaller_batch_never_prices_a_larger_one():
+    """On a CPU a width costs fewer plain steps the fewer the rows: a larger batch priced by a smaller one's fit
+    would propose where it does not pay. It steps plain first to price a plain step of its own."""
+    costs = StepCosts(draft_share=0.1, rows=16, k_max=8)
+    for step in range(40):
+        width = step % 3
+        costs.observe(width, 3 * (width + 1), 0.015 + 0.001 * width, live=3)
+    assert costs.donor(8) is None and costs.donor(2) == 3
+    controller = AdaptiveLength(16, 8, costs)
+    learnt(controller, 16, accepted=30, rejected=2)
+    controller.keep_rows(range(8))
+    assert [controller.choose([8] * 8, forwards_per_position=1) for _ in range(2)] == [0, 0]
 
 
 def test_a_plain_step_is_priced_from_plain_steps():
@@ -164,16 +214,17 @@ def test_a_run_of_plain_steps_is_broken_by_a_probe_that_measures_what_proposing_
     from vocabcheck.decode.controller import PROBE_AFTER, PROBE_MAX
 
     costs = measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16)
-    assert costs.probe_interval() == PROBE_AFTER  # nothing known of the pair's acceptance: the prior's 0.5
+    assert probe_interval(costs) == PROBE_AFTER  # nothing known of the pair's acceptance: the prior's 0.5
     controller = AdaptiveLength(16, 8, costs)
     learnt(controller, 16, accepted=1, rejected=30)
-    interval = costs.probe_interval()
+    interval = probe_interval(costs)
     assert PROBE_AFTER < interval <= PROBE_MAX  # a pair that rarely agrees is probed more rarely
     controller = AdaptiveLength(16, 8, costs)
     learnt(controller, 16, accepted=1, rejected=30)
-    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 + 2 * interval)]
+    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 + 3 * interval)]
     probes = [step for step, width in enumerate(widths) if width]
-    assert probes == [1, 1 + interval, 1 + 2 * interval]
+    first = 1 + interval - PROBE_AFTER  # a new call's first probe comes later too
+    assert probes == [first, first + interval, first + 2 * interval]
     assert all(widths[step] == 1 for step in probes)  # the cheapest width that measures
     assert controller.choose([0] * 16, forwards_per_position=1) == 0  # nothing to propose: no probe either
 
@@ -194,11 +245,11 @@ def test_a_later_call_starts_its_rows_from_what_earlier_calls_accepted():
 @pytest.fixture()
 def own_cache(monkeypatch, tmp_path):
     """A process with its own cache directory and no costs measured in memory."""
-    from vocabcheck.decode import controller
+    from vocabcheck.decode import costs
 
     monkeypatch.setenv("VOCABCHECK_CACHE", str(tmp_path))
-    monkeypatch.setattr(controller, "_COSTS", controller.weakref.WeakKeyDictionary())
-    return controller
+    monkeypatch.setattr(costs, "_COSTS", costs.weakref.WeakKeyDictionary())
+    return costs
 
 
 def tiny_model(name: str):
@@ -292,7 +343,7 @@ def test_auto_keeps_its_costs_through_generate_and_stays_lossless(own_cache):
     assert own_cache.costs_for(target, None, "ngram/greedy", 2, 8).unit == pytest.approx(kept["fits"]["2"]["unit"])
 
 
-def test_a_step_in_which_the_head_timed_a_kernel_is_not_a_cost_sample(own_cache, monkeypatch):
+def test_what_the_head_spent_timing_a_slower_kernel_is_taken_off_the_step(own_cache, monkeypatch):
     """The CPU head times its candidate kernels on the calls that serve a size, and a candidate can be far slower
     than the winner: a step that ran one would price its width by the race, not by what it costs from then on. On a
     made-up clock where the slower candidates take 1000 s, no step the controller is given took that long, though

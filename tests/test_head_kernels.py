@@ -61,55 +61,71 @@ def test_a_size_met_once_costs_one_product(fresh):
     """A probe's verification width or a batch's last rows meet a size once: that call is one product through the
     likeliest winner, not a timing of every candidate."""
     head = TunedHead(weight())
-    served(head, 16, 1)
+    served(head, 4, 1)
     assert fresh == ["onednn"]
-    assert 16 not in head.choice and not KernelFile.path().exists()  # not decided on one product
+    assert 4 not in head.choice and not KernelFile.path().exists()  # not decided on one product
 
 
 def test_a_size_met_rarely_never_runs_a_slower_candidate(fresh):
     """An occasional plain step among proposing ones meets its size now and then: were those calls the race, each
     would run a slower kernel in turn, and the controller would price plain steps from them."""
     head = TunedHead(weight())
-    served(head, 16, LEAD)
-    assert fresh == ["onednn"] * LEAD and 16 not in head.choice
+    served(head, 4, LEAD)
+    assert fresh == ["onednn"] * LEAD and 4 not in head.choice
 
 
 def test_a_size_met_often_is_timed_on_its_own_calls_then_served_by_the_fastest(fresh):
     head = TunedHead(weight())
-    served(head, 16, RACE + 4)
+    served(head, 4, RACE + 4)
     assert len(fresh) == RACE + 4  # every timing was a call's own product: no extra ones
     # each candidate once; mkl-columns (3 s) is over twice the fastest (1 s) and leaves the race; then a second round
     assert fresh[LEAD:RACE] == ["onednn", "mkl-columns", "mkl", "onednn", "mkl"]
-    assert fresh[:LEAD] + fresh[RACE:] == ["onednn"] * (LEAD + 4) and head.choice[16] == "onednn"
+    assert fresh[:LEAD] + fresh[RACE:] == ["onednn"] * (LEAD + 4) and head.choice[4] == "onednn"
+
+
+def test_a_large_size_is_never_timed(fresh, monkeypatch):
+    """Above ``RACE_ROWS`` rows oneDNN serves every call (the fastest at 16 to 80 rows for every head measured), and
+    no slower candidate runs: a race there cost a fresh batch-16 call 50–115 ms. Without oneDNN, MKL's own."""
+    monkeypatch.setitem(COSTS, "mkl", 0.1)  # would win a timing
+    head = TunedHead(weight())
+    served(head, head_module.RACE_ROWS + 1, RACE)
+    served(head, 80, RACE)
+    assert fresh == ["onednn"] * 2 * RACE and not head.choice and not KernelFile.path().exists()
+    kernels = {n: k for n, k in head_module.candidates().items() if n != "onednn"}
+    monkeypatch.setattr(head_module, "candidates", lambda: kernels)
+    monkeypatch.setattr(head_module, "_CHOICES", {})
+    fresh.clear()
+    served(TunedHead(weight()), 16, 2)
+    assert fresh == ["mkl", "mkl"]
 
 
 def test_other_row_counts_of_a_bucket_get_the_fastest_so_far_untimed(fresh, monkeypatch):
-    """Bucket 64 holds 33 to 64 rows; times at different row counts do not compare, so the race runs at the row
+    """Bucket 8 holds 5 to 8 rows; times at different row counts do not compare, so the race runs at the row
     count it started at, and the bucket's other row counts run the fastest so far without advancing it."""
     monkeypatch.setitem(COSTS, "mkl", 0.5)  # mkl wins this time
     head = TunedHead(weight())
-    served(head, 48, LEAD + 3)  # the race's first round: onednn, mkl-columns, mkl
-    served(head, 40, 2)
+    served(head, 8, LEAD + 3)  # the race's first round: onednn, mkl-columns, mkl
+    served(head, 6, 2)
     assert fresh[LEAD:] == ["onednn", "mkl-columns", "mkl", "mkl", "mkl"]
-    served(head, 48, 2)  # the race's second round: onednn and mkl again (mkl-columns left it)
-    assert fresh[LEAD + 5:] == ["onednn", "mkl"] and head.choice[64] == "mkl"
+    served(head, 8, 2)  # the race's second round: onednn and mkl again (mkl-columns left it)
+    assert fresh[LEAD + 5:] == ["onednn", "mkl"] and head.choice[8] == "mkl"
 
 
 def test_a_new_process_uses_the_choices_an_earlier_one_timed(fresh, monkeypatch):
     first = TunedHead(weight())
-    for rows in (1, 16, 48):
+    for rows in (1, 4, 7):
         served(first, rows, RACE)
     stored = json.loads(KernelFile.path().read_text())
     assert stored["version"] == 1
     (heads,) = stored["machines"].values()
-    assert heads["301x24 float32"] == {"1": "onednn", "16": "onednn", "64": "onednn"}
+    assert heads["301x24 float32"] == {"1": "onednn", "4": "onednn", "8": "onednn"}
 
     monkeypatch.setattr(head_module, "_CHOICES", {})  # a new process: nothing timed in memory
     fresh.clear()
     second = TunedHead(weight())
     monkeypatch.setitem(COSTS, "mkl", 0.1)  # would win a new timing: the kept choice is used without one
-    served(second, 16, RACE)
-    served(second, 40, RACE)  # bucket 64, timed by the first process at 48 rows
+    served(second, 4, RACE)
+    served(second, 6, RACE)  # bucket 8, timed by the first process at 7 rows
     served(second, 1, RACE)
     assert fresh == ["onednn"] * 3 * RACE
     assert second.choice == first.choice
@@ -122,15 +138,15 @@ def test_an_unreadable_or_foreign_file_only_costs_the_timing(fresh, content):
     path.parent.mkdir(parents=True, exist_ok=True)
     if content is None:  # this machine's entry names a kernel that is not a candidate here, and a bad bucket
         path.write_text(json.dumps({"version": 1, "machines": {KernelFile.machine(): {
-            "301x24 float32": {"16": "no-such-kernel", "x": "onednn", "2": 7}}}}))
+            "301x24 float32": {"4": "no-such-kernel", "x": "onednn", "2": 7}}}}))
     else:
         path.write_text(content)
     head = TunedHead(weight())
-    served(head, 16, RACE)
+    served(head, 4, RACE)
     assert set(fresh) == set(COSTS)  # timed again
-    assert head.choice[16] == "onednn"
+    assert head.choice[4] == "onednn"
     heads = json.loads(path.read_text())["machines"][KernelFile.machine()]
-    assert heads["301x24 float32"] == {"16": "onednn"}  # rewritten as a valid file
+    assert heads["301x24 float32"] == {"4": "onednn"}  # rewritten as a valid file
 
 
 def test_a_cache_directory_that_cannot_be_written_is_not_an_error(fresh, monkeypatch, tmp_path):
@@ -158,10 +174,10 @@ def test_a_close_race_is_not_kept_for_later_processes(fresh, monkeypatch):
     this process only, and the next process times that size again."""
     monkeypatch.setitem(COSTS, "mkl", 1.1)
     head = TunedHead(weight())
-    served(head, 16, RACE)
-    assert head.choice[16] == "onednn"
+    served(head, 4, RACE)
+    assert head.choice[4] == "onednn"
     assert not KernelFile.path().exists()
     monkeypatch.setattr(head_module, "_CHOICES", {})
     fresh.clear()
-    served(TunedHead(weight()), 16, RACE)
+    served(TunedHead(weight()), 4, RACE)
     assert set(fresh) == set(COSTS)  # timed again

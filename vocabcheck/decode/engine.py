@@ -80,8 +80,8 @@ class Batch:
     eos: frozenset[int]
     clock: Clock | None = None
     on_tokens: OnTokens | None = None
-    stamp: float | None = None  # when the previous step's read-back returned (None: before the first step)
-    races: int = 0  # the CPU head's timed calls when the previous step returned (:attr:`TunedHead.races`)
+    stamp: float | None = None  # when the previous step ended (None: before the first step)
+    excess: float = 0.0  # the CPU head's race excess when the previous step returned (:attr:`TunedHead.excess`)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -180,6 +180,7 @@ def prefill(batch: Batch, prompts: Sequence[Sequence[int]]) -> None:
 def speculative_step(batch: Batch) -> None:
     """Choose the width, propose, verify, accept, read back, emit, roll back: one step for every live row."""
     options, clock, metrics = batch.options, batch.clock, batch.metrics
+    live = len(batch.live)
     rooms = [options.max_new_tokens - len(batch.rows[i].output) for i in batch.live]
     width = choose_width(batch, rooms)
     t0 = clock.now() if clock else 0.0
@@ -191,7 +192,6 @@ def speculative_step(batch: Batch) -> None:
     readback = device_to_host(emitted_tokens(proposals, count, chosen))  # the step's one sync
     t2 = clock.now() if clock else 0.0
     at = batch.elapsed()
-    observe_time(batch, proposals.width, at)
     if clock:
         metrics.draft_s += t1 - t0
         metrics.target_s += t2 - t1
@@ -210,6 +210,7 @@ def speculative_step(batch: Batch) -> None:
         batch.proposer.commit(Outcome(proposals, count, count_host, chosen, emitted))
     batch.last = chosen
     drop_finished(batch)
+    observe_time(batch, proposals.width, live, batch.elapsed())
 
 
 def choose_width(batch: Batch, rooms: list[int]) -> int:
@@ -222,18 +223,21 @@ def choose_width(batch: Batch, rooms: list[int]) -> int:
     return batch.controller.choose(reach, batch.proposer.forwards_per_position)
 
 
-def observe_time(batch: Batch, width: int, at: float) -> None:
-    """The step's time, from the previous read-back to this one, for the controller. Left out: the first step of a
-    call (it pays for the prefill's tail), and a step in which the CPU head timed a candidate kernel (a slower one,
-    as often as not: the step would price the width by the race, not by what it costs from then on)."""
+def observe_time(batch: Batch, width: int, live: int, at: float) -> None:
+    """The step's time for the controller: from the end of the previous step to the end of this one (its read-back
+    and the host's work after it: emitting, rolling back, the proposer's bookkeeping, which a proposing step pays more
+    of than a plain one), less what the CPU head spent in it timing a candidate kernel slower than the fastest one
+    timed before (the step would otherwise price the width by the race, not by what it costs from then on). Left
+    out: the first step of a call (it pays for the prefill's tail). ``live``: the rows the step ran."""
     metrics = batch.metrics
     metrics.verify_passes += 1
     metrics.plain_steps += width == 0
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
     metrics.draft_passes += forwards
-    if batch.stamp is not None and TunedHead.races == batch.races:
-        batch.controller.observe_step(forwards, len(batch.live) * (width + 1), at - batch.stamp, len(batch.live))
-    batch.stamp, batch.races = at, TunedHead.races
+    if batch.stamp is not None:
+        seconds = at - batch.stamp - (TunedHead.excess - batch.excess)
+        batch.controller.observe_step(forwards, live * (width + 1), seconds, live)
+    batch.stamp, batch.excess = at, TunedHead.excess
 
 
 def propose(batch: Batch, width: int) -> Proposals:

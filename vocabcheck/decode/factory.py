@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 from ..verdict import Alignment
-from .controller import AdaptiveLength, FixedLength, costs_for
+from .controller import AdaptiveLength, FixedLength
+from .costs import costs_for
 from .mapping import PaddedMapping
 from .metrics import RowMetrics
 from .options import DecodeOptions

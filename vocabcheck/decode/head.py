@@ -98,13 +98,16 @@ class TunedHead:
     warm-up, and the best is the figure least disturbed by a busy machine) serves the bucket from then on."""
 
     rounds = 2
-    races = 0  # timed calls so far, in every head of this process (a step that made one is not a cost sample)
+    races = 0  # timed calls so far, in every head of this process
+    excess = 0.0  # seconds those calls spent beyond the fastest candidate timed before them for their size: what a
+    # step that raced paid over what it would have cost with the fastest kernel (the controller takes it off)
 
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
         self.kernels = candidates()
         # the order a new size tries them in: the likeliest winner first
         self.order = sorted(self.kernels, key=lambda n: PREFERENCE.index(n) if n in PREFERENCE else len(PREFERENCE))
+        self.large = next(name for name in LARGE_PREFERENCE if name in self.kernels)  # above RACE_ROWS rows
         key = (tuple(weight.shape), weight.dtype)
         if key not in _CHOICES:
             _CHOICES[key] = {bucket: name for bucket, name in stored_choices(key).items() if name in self.kernels}
@@ -124,6 +127,8 @@ class TunedHead:
         name = self.choice.get(bucket)
         if name is not None:
             return self.kernels[name](hidden, self.weight)
+        if bucket > RACE_ROWS:  # no race: the likeliest winner
+            return self.kernels[self.large](hidden, self.weight)
         seen = self.seen[bucket] = self.seen.get(bucket, 0) + 1
         if seen < RACE_AFTER:  # met rarely so far: the likeliest winner, untimed
             return self.kernels[self.order[0]](hidden, self.weight)
@@ -131,10 +136,14 @@ class TunedHead:
         if rows != timed_rows:  # the fastest so far (the likeliest winner before any is timed)
             return self.kernels[min(race, key=lambda n: min(race[n], default=float("inf")))](hidden, self.weight)
         name = min(race, key=lambda n: len(race[n]))  # fewest timings; on a tie the likeliest winner
+        fastest = min((min(times) for times in race.values() if times), default=None)
         TunedHead.races += 1
         start = time.perf_counter()
         out = self.kernels[name](hidden, self.weight)
-        race[name].append(time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        race[name].append(seconds)
+        if fastest is not None:
+            TunedHead.excess += max(0.0, seconds - fastest)
         if len(race[name]) == 1 and all(race.values()):  # every candidate timed once: drop the far slower ones
             fastest = min(times[0] for times in race.values())
             for slow in [n for n, times in race.items() if times[0] > 2 * fastest]:
@@ -157,6 +166,14 @@ class TunedHead:
 
 
 RACE_AFTER = 4  # a bucket's calls before its candidates are timed
+
+RACE_ROWS = 8
+"""The largest bucket whose kernels are timed. Above it one kernel serves (:data:`LARGE_PREFERENCE`): at 16 to 80 rows
+oneDNN was the fastest for all four head widths measured (reports/head-layout.md; MKL within 10 % once, at 16 rows
+of a 32-wide head), and a race there is dear: the slower candidates cost 35–70 ms more than oneDNN per call at 80 rows
+of the demo's head, and a fresh batch-16 call with the draft spent 50–115 ms of 1.6 s on them."""
+
+LARGE_PREFERENCE = ("onednn", "mkl")  # above RACE_ROWS (W @ h.T is the slowest there: 163 ms against 129 and 94)
 
 PREFERENCE = ("onednn", "mkl-columns", "mkl")
 """The order in which a new size tries the kernels: oneDNN was fastest or near it for most sizes on the machines
