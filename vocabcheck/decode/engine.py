@@ -26,6 +26,7 @@ from .controller import AdaptiveLength, FixedLength
 from .device import Clock, device_to_host, host_to_device
 from .factory import check_pair, controller_for, proposer_for
 from .head import TunedHead
+from .memory import keep_freed_memory
 from .metrics import Metrics, RowMetrics
 from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
@@ -141,6 +142,8 @@ def _where(model) -> str | None:
 def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, translator, eos_ids,
                 on_tokens, generator=None) -> Batch:
     device = next(target.parameters()).device
+    if device.type == "cpu":
+        keep_freed_memory()  # a wide step's logits from the heap, not a fresh mapping each step
     timed = options.time_phases if options.time_phases is not None else device.type != "cuda"
     size = len(prompts)
     rows = [Row(tuple(p), RowMetrics()) for p in prompts]
