@@ -195,6 +195,7 @@ def speculative_step(batch: Batch) -> None:
     readback = device_to_host(emitted_tokens(proposals, count, chosen))  # the step's one sync
     t2 = clock.now() if clock else 0.0
     at = batch.elapsed()
+    count_step(batch, proposals.width)
     if clock:
         metrics.draft_s += t1 - t0
         metrics.target_s += t2 - t1
@@ -226,17 +227,21 @@ def choose_width(batch: Batch, rooms: list[int]) -> int:
     return batch.controller.choose(reach, batch.proposer.forwards_per_position)
 
 
+def count_step(batch: Batch, width: int) -> None:
+    """The step's verification pass, whether it was plain, and the draft forwards it ran, in the call's metrics."""
+    metrics = batch.metrics
+    metrics.verify_passes += 1
+    metrics.plain_steps += width == 0
+    metrics.draft_passes += width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
+
+
 def observe_time(batch: Batch, width: int, live: int, at: float) -> None:
     """The step's time for the controller: from the end of the previous step to the end of this one (its read-back
     and the host's work after it: emitting, rolling back, the proposer's bookkeeping, which a proposing step pays more
     of than a plain one), less what the CPU head spent in it timing a candidate kernel slower than the fastest one
     timed before (the step would otherwise price the width by the race, not by what it costs from then on). Left
     out: the first step of a call (it pays for the prefill's tail). ``live``: the rows the step ran."""
-    metrics = batch.metrics
-    metrics.verify_passes += 1
-    metrics.plain_steps += width == 0
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
-    metrics.draft_passes += forwards
     if batch.stamp is not None:
         seconds = at - batch.stamp - (TunedHead.excess - batch.excess)
         batch.controller.observe_step(forwards, live * (width + 1), seconds, live)
