@@ -2,10 +2,11 @@
 
 A verification pass returns logits for every slot it carries: 16 rows × 5 slots × 152,064 rows of the demo's head are
 49 MB of float32 per step. glibc's ``malloc`` serves a block that large with a fresh ``mmap`` (its threshold adapts only
-up to 32 MB) and returns it to the kernel when freed, so every wide step faults in and zeroes 12,000 new pages. Timed
-alone, the demo head's product and argmax at 80 rows took 70–88 ms per call that way and 53–62 ms with the blocks kept
-in the heap (at 1 and 16 rows, under the adaptive threshold, no difference). In the decoder it is what wide steps cost
-at batch 16: ``benchmarks/freed_memory.py`` runs processes with and without it side by side (reports/freed-memory.md).
+up to 32 MB) and returns it to the kernel when freed, so every wide step faults in and zeroes 12,000 new pages. In a
+throwaway timing (three pairs of processes), the demo head's product and argmax at 80 rows took 70–88 ms per call that
+way and 53–62 ms with the blocks kept in the heap (at 1 and 16 rows, under the adaptive threshold, no difference).
+In the decoder it is what wide steps cost at batch 16: ``benchmarks/freed_memory.py`` runs processes with and without
+it side by side (reports/freed-memory.md).
 
 So the first CPU batch in a process raises glibc's mmap and trim thresholds to ``LIMIT`` (``mallopt``, what the
 ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` environment variables do at start-up): blocks up to that size
