@@ -119,13 +119,14 @@ class AdaptiveLength:
         rows = len(reach)
         terms = [1.0] * rows
         tokens = float(rows)
-        best, best_rate = 0, tokens / self.costs.seconds(0, rows, rows) * (1.0 + GAIN_MARGIN)
+        price = self.costs.pricer(rows)  # which fit prices this size of batch, resolved once for every width
+        best, best_rate = 0, tokens / price(0, rows) * (1.0 + GAIN_MARGIN)
         for width in range(1, min(self.k_max, max(reach, default=0)) + 1):
             for i in range(rows):
                 if width <= reach[i]:
                     terms[i] *= rates[i]
                     tokens += terms[i]
-            rate = tokens / self.costs.seconds(width * forwards_per_position, rows * (width + 1), rows)
+            rate = tokens / price(width * forwards_per_position, rows * (width + 1))
             if rate > best_rate * (1.0 + 1e-9):
                 best, best_rate = width, rate
         return best

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable
 
 from .measured import MachineStore
 
@@ -213,23 +214,31 @@ class StepCosts:
                 and fit.xx[0][0] - fit.xx[1][1] >= DONOR_PROPOSING)
 
     def seconds(self, draft: int, slots: int, live: int | None = None) -> float:
-        """The predicted time of a step of ``live`` rows (the whole batch if not said); in plain steps of that many
-        rows before a step of its size was measured. Where the fit for ``live`` rows cannot price a plain step but a
-        larger batch's can (:meth:`donor`), or it measured no proposing step, a width is priced as a plain step
-        (its own where it measured one, else that batch's) and what the width adds in that batch, in proportion to
-        the rows (what a width adds is its slots and its draft forwards' rows: on the demo pair, width 1 at 8 rows
-        priced at 34 ms where it ran at 27–31 ms, with the same width's ratio instead at 2 plain steps)."""
+        """The predicted time of a step of ``live`` rows (the whole batch if not said): :meth:`pricer`'s."""
+        return self.pricer(live)(draft, slots)
+
+    def pricer(self, live: int | None = None) -> Callable[[int, int], float]:
+        """The predicted time of a step of ``live`` rows (the whole batch if not said) as a function of its draft
+        forwards and verified slots, with which fit prices it chosen once; in plain steps of that many rows before a
+        step of its size was measured. Where the fit for ``live`` rows cannot price a plain step but a larger
+        batch's can (:meth:`donor`), or it measured no proposing step, a width is priced as a plain step (its own
+        where it measured one, else that batch's) and what the width adds in that batch, in proportion to the rows
+        (what a width adds is its slots and its draft forwards' rows: on the demo pair, width 1 at 8 rows priced at
+        34 ms where it ran at 27–31 ms, with the same width's ratio instead at 2 plain steps)."""
         live = self.rows if live is None else live
-        if not self._measured(live, PLAIN_MIN):
-            other = self.donor(live)
-            if other is not None:
-                plain = (self._seconds(0, live, live) if self.plain_weight(live) >= DONOR_PLAIN
-                         else self._seconds(0, other, other))
-                if slots <= live:
-                    return plain
-                extra = self._seconds(draft, other * (slots // live), other) - self._seconds(0, other, other)
-                return plain + max(0.0, extra) * live / other
-        return self._seconds(draft, slots, live)
+        other = None if self._measured(live, PLAIN_MIN) else self.donor(live)
+        if other is None:
+            return lambda draft, slots: self._seconds(draft, slots, live)
+        base = self._seconds(0, other, other)
+        plain = self._seconds(0, live, live) if self.plain_weight(live) >= DONOR_PLAIN else base
+
+        def priced(draft: int, slots: int) -> float:
+            if slots <= live:
+                return plain
+            extra = self._seconds(draft, other * (slots // live), other) - base
+            return plain + max(0.0, extra) * live / other
+
+        return priced
 
     def _seconds(self, draft: int, slots: int, live: int) -> float:
         fit = self.fits.get(live)

@@ -136,14 +136,14 @@ class TunedHead:
         if rows != timed_rows:  # the fastest so far (the likeliest winner before any is timed)
             return self.kernels[min(race, key=lambda n: min(race[n], default=float("inf")))](hidden, self.weight)
         name = min(race, key=lambda n: len(race[n]))  # fewest timings; on a tie the likeliest winner
-        fastest = min((min(times) for times in race.values() if times), default=None)
+        best_so_far = min((min(times) for times in race.values() if times), default=None)
         TunedHead.races += 1
         start = time.perf_counter()
         out = self.kernels[name](hidden, self.weight)
         seconds = time.perf_counter() - start
         race[name].append(seconds)
-        if fastest is not None:
-            TunedHead.excess += max(0.0, seconds - fastest)
+        if best_so_far is not None:
+            TunedHead.excess += max(0.0, seconds - best_so_far)
         if len(race[name]) == 1 and all(race.values()):  # every candidate timed once: drop the far slower ones
             fastest = min(times[0] for times in race.values())
             for slow in [n for n, times in race.items() if times[0] > 2 * fastest]:
