@@ -129,6 +129,36 @@ def test_a_plain_step_is_priced_from_plain_steps():
         assert costs.seconds(width, 16 * (width + 1), 16) == pytest.approx(0.014 + 0.017 * width, rel=0.05)
 
 
+def test_a_plain_step_is_measured_again_only_where_it_could_change_the_choice():
+    """A controller that keeps proposing steps plain once the fit's plain steps have decayed below ``PLAIN_MIN``, to
+    price a plain step again. Where the best width promises ``PLAIN_SURE`` times a plain step's rate and this process
+    measured a plain step of that size, a plain step priced that far off would not change the choice, so it keeps
+    proposing (at batch 1 on the CPU those plain steps cost 7 % of a call). A plain step of a size this process never
+    stepped (a kept state from another process) is measured first, and a narrower gain still gets a fresh plain step."""
+    def fit(per_slot: float) -> StepCosts:
+        costs = StepCosts(draft_share=0.1, rows=1, k_max=8)
+        for _ in range(3):
+            costs.observe(0, 1, 0.012)  # the first is left out
+        for step in range(60):  # proposing since: the plain steps decay below PLAIN_MIN
+            width = 1 + step % 8
+            costs.observe(width, width + 1, 0.012 + 0.001 * width + per_slot * width)
+        assert not costs.priced(1) and costs.stepped_plain(1)
+        return costs
+
+    cheap = AdaptiveLength(1, 8, fit(per_slot=0.0005))
+    learnt(cheap, 1, accepted=30, rejected=2)
+    assert cheap.choose([8], forwards_per_position=1) > 0  # 2× a plain step's rate or more: no plain step needed
+    dear = AdaptiveLength(1, 8, fit(per_slot=0.008))
+    learnt(dear, 1, accepted=30, rejected=2)
+    assert dear._best([dear.acceptance.rate(0)], [8], 1)[0] > 0  # a width wins, but by less than PLAIN_SURE
+    assert dear.choose([8], forwards_per_position=1) == 0  # so the plain step is priced again first
+    kept = StepCosts(draft_share=0.1, rows=1, k_max=8)
+    assert kept.restore(fit(per_slot=0.0005).state()) and not kept.stepped_plain(1)
+    restored = AdaptiveLength(1, 8, kept)
+    learnt(restored, 1, accepted=30, rejected=2)
+    assert restored.choose([8], forwards_per_position=1) == 0  # another process's plain step: measured here first
+
+
 def test_nothing_is_proposed_when_verification_is_expensive_and_acceptance_low():
     for forwards in (1, 0):  # a draft model, and a free lookup: neither pays (a fresh controller each: no probe yet)
         controller = AdaptiveLength(16, 8, measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16))

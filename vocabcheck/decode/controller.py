@@ -20,7 +20,10 @@ earn). Every row proposes up to W: a shorter row saves nothing, because the step
 controller only decides how many tokens are proposed, so the output is the target's own whatever it picks.
 
 Where the fit for the step's size of batch holds too few plain steps to price one and no larger batch's fit can
-(:meth:`vocabcheck.decode.costs.StepCosts.priced`, ``donor``), the step is plain.
+(:meth:`vocabcheck.decode.costs.StepCosts.priced`, ``donor``), the step is plain, unless this process measured a plain
+step of that size and the best width promises ``PLAIN_SURE`` times its rate: a plain step mispriced by that much is
+not what decides the choice, and measuring it again every ~23 steps cost 7 % of a batch-1 call on the CPU (11 plain
+steps in 243, each 14 ms for one token where a width of 4 emitted 4 in 24 ms).
 
 **Probing.** A plain step measures neither what proposals would earn nor what they would cost, so a controller that
 chose W = 0 from its priors alone would never learn otherwise (at batch 16 on a CPU the prior's α = 0.5 does not pay
@@ -45,6 +48,7 @@ MEMORY = 0.9  # acceptance counts kept per step a row is verified with proposals
 IDLE = 0.99  # ... and per step it proposes nothing
 PROBE_AFTER = 16  # plain steps in a row after which one step proposes, to measure what proposals earn and cost
 PROBE_MAX = 128  # ... at most, where the pair's pooled acceptance is low
+PLAIN_SURE = 1.5  # a width promising this many times a plain step's rate needs no fresh plain step to price one
 GAIN_MARGIN = 0.03  # a width must promise this much more than a plain step: a gain smaller than the fit's error
 # (step times vary by more on a shared machine) is as likely a loss
 
@@ -101,10 +105,10 @@ class AdaptiveLength:
         probe after a run of plain steps, and a plain step where the fit holds too few to price one (see the
         module's docstring)."""
         rows = range(len(reach))
-        best = self._best([self.acceptance.rate(i) for i in rows], reach, forwards_per_position)
+        best, gain = self._best([self.acceptance.rate(i) for i in rows], reach, forwards_per_position)
         if best or not max(reach, default=0):
             self.plain_run = 0
-            if best and not self.costs.priced(len(reach)) and self.costs.donor(len(reach)) is None:
+            if best and not self._plain_priced(len(reach), gain):
                 return 0
             return best
         self.plain_run += 1
@@ -113,14 +117,23 @@ class AdaptiveLength:
         self.plain_run, self.interval = 0, probe_interval(self.costs)
         return 1
 
-    def _best(self, rates: Sequence[float], reach: Sequence[int], forwards_per_position: int) -> int:
+    def _plain_priced(self, live: int, gain: float) -> bool:
+        """Whether a plain step of ``live`` rows is priced well enough to propose on: the fit for that size holds
+        ``PLAIN_MIN`` plain steps, or a larger batch's prices it (:meth:`StepCosts.donor`), or this process stepped
+        plain at that size and the best width promises ``PLAIN_SURE`` times a plain step's rate (a plain step priced
+        that far off is not what decides the choice; measuring it again cost 7 % at batch 1 on the CPU)."""
+        return (self.costs.priced(live) or self.costs.donor(live) is not None
+                or (gain >= PLAIN_SURE and self.costs.stepped_plain(live)))
+
+    def _best(self, rates: Sequence[float], reach: Sequence[int], forwards_per_position: int) -> tuple[int, float]:
         """Σ_i expected_tokens(α_i, min(W, reach_i)) / t(W), maximised over W, with each row's terms α^W built up
-        one width at a time (it runs every step, for every live row)."""
+        one width at a time (it runs every step, for every live row); and that rate over a plain step's."""
         rows = len(reach)
         terms = [1.0] * rows
         tokens = float(rows)
         price = self.costs.pricer(rows)  # which fit prices this size of batch, resolved once for every width
-        best, best_rate = 0, tokens / price(0, rows) * (1.0 + GAIN_MARGIN)
+        plain_rate = tokens / price(0, rows)
+        best, best_rate = 0, plain_rate * (1.0 + GAIN_MARGIN)
         for width in range(1, min(self.k_max, max(reach, default=0)) + 1):
             for i in range(rows):
                 if width <= reach[i]:
@@ -129,7 +142,7 @@ class AdaptiveLength:
             rate = tokens / price(width * forwards_per_position, rows * (width + 1))
             if rate > best_rate * (1.0 + 1e-9):
                 best, best_rate = width, rate
-        return best
+        return best, best_rate / plain_rate
 
     def observe_step(self, draft: int, slots: int, seconds: float, live: int) -> None:
         self.costs.observe(draft, slots, seconds, live)

@@ -27,8 +27,9 @@ the controller widened them on the prior's prices).
 one by extending the proposing steps' line to width 0 (and, before two widths were measured, by the prior's slope, or by
 what an earlier, busier process measured): on the demo pair at batch 16 that priced a 20 ms plain step at 25–40 ms, and
 a width that gained 8 % looked like 35 % or more. So where the fit holds fewer than ``PLAIN_MIN`` plain steps of the
-step's size of batch (decayed like the rest), the controller steps plain: about one step in thirty where it keeps
-proposing. Where proposing wins by far (2× at batch 1) that costs under 1 %.
+step's size of batch (decayed like the rest), the controller steps plain: about one step in twenty-five where it
+keeps proposing, unless the best width promises 1.5 times a plain step's rate (``controller.PLAIN_SURE``), where a
+plain step priced that far off would not change the choice (at batch 1 on the CPU those steps cost 7 % of a call).
 
 **A batch's last rows.** At a call's end rows leave one by one, and each smaller batch is met for a few steps: a fit of
 its own would start from the prior and a plain step each time. Until its own fit has measured plain and proposing steps,
@@ -193,6 +194,11 @@ class StepCosts:
             for j in range(FEATURES):
                 fit.xx[i][j] = fit.xx[i][j] * COST_MEMORY + weight * x[i] * x[j]
         fit.fit = None
+
+    def stepped_plain(self, live: int) -> bool:
+        """Whether this process stepped plain with ``live`` rows and the fit holds a plain step of that size (a
+        shape's first step is left out)."""
+        return (live, 0, live) in self.shapes and self.plain_weight(live) > 0
 
     def priced(self, live: int) -> bool:
         """Whether the fit for ``live`` rows holds enough plain steps (``PLAIN_MIN``) to price a plain step."""
