@@ -50,11 +50,11 @@ def main() -> None:
     steps: list[tuple[int, float]] = []
     observe = engine.observe_time
 
-    def traced_observe(batch, width, *rest):  # (width, at), or (width, live, at) where a step is timed to its end
-        at = rest[-1]
+    def traced_observe(batch, width, *rest, **named):  # (width, at), or (width, live, at) where a step is timed to
+        at = rest[-1]  # its end
         previous = batch.stamp if batch.stamp is not None else batch.metrics.prefill_s
         steps.append((width, at - previous))
-        return observe(batch, width, *rest)
+        return observe(batch, width, *rest, **named)
 
     engine.observe_time = traced_observe
     timing = [0.0]

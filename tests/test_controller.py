@@ -116,6 +116,32 @@ def test_a_smaller_batch_never_prices_a_larger_one():
     assert [controller.choose([8] * 8, forwards_per_position=1) for _ in range(2)] == [0, 0]
 
 
+def test_a_probes_catch_up_is_not_priced_into_its_width():
+    """A probe after a run of plain steps feeds the draft every position it skipped before it proposes (16 rows of 16
+    positions through the draft at batch 16: 5 ms of a 37 ms step on the demo pair). Priced into width 1, that made
+    proposing look dearer the longer the controller stepped plain. The fit takes the catch-up apart: a width is priced
+    for a caught-up draft, and the probe's own time is still predicted."""
+    def step(width: int, catch_up: int) -> float:
+        return 0.014 if width == 0 else 0.016 + 0.005 * width + 0.0004 * catch_up
+
+    def costs_after(catch_up_known: bool) -> StepCosts:
+        costs = StepCosts(draft_share=0.2, rows=4, k_max=8)
+        for _ in range(6):  # plain runs, each ended by a probe, then a few proposing steps
+            for _ in range(15):
+                costs.observe(0, 4, step(0, 0), live=4)
+            costs.observe(1, 8, step(1, 15), 4, 15 if catch_up_known else 0)
+            for width in (2, 3, 4):  # width 1: only the probes
+                costs.observe(width, 4 * (width + 1), step(width, 1), 4, 1 if catch_up_known else 0)
+        return costs
+
+    costs = costs_after(catch_up_known=True)
+    for width in (1, 2, 4):
+        assert costs.seconds(width, 4 * (width + 1), 4) == pytest.approx(step(width, 0), rel=0.05)
+    assert costs._seconds(1, 8, 4, 15) == pytest.approx(step(1, 15), rel=0.05)
+    blind = costs_after(catch_up_known=False)  # what the fit did before it was told: width 1 at the probes' price
+    assert blind.seconds(1, 8, 4) > 1.1 * step(1, 0)
+
+
 def test_a_plain_step_is_priced_from_plain_steps():
     """A plain step runs another path (no draft, no verification bookkeeping, another head kernel): measured on the
     demo pair at batch 16, 19.5 ms where the proposing steps' line meets width 0 at 14 ms. With both kinds measured,
@@ -399,8 +425,8 @@ def test_what_the_head_spent_timing_a_slower_kernel_is_taken_off_the_step(own_ca
     observed = []
     step = AdaptiveLength.observe_step
     monkeypatch.setattr(AdaptiveLength, "observe_step",
-                        lambda self, draft, slots, seconds, live: observed.append(seconds)
-                        or step(self, draft, slots, seconds, live))
+                        lambda self, draft, slots, seconds, live, catch_up=0: observed.append(seconds)
+                        or step(self, draft, slots, seconds, live, catch_up))
     races = head_module.TunedHead.races
     target = tiny_model("/models/target")
     prompts = [[1, 2, 3, 1, 2, 3, 1, 2], [5, 6, 7, 5, 6]]

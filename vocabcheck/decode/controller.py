@@ -144,8 +144,8 @@ class AdaptiveLength:
                 best, best_rate = width, rate
         return best, best_rate / plain_rate
 
-    def observe_step(self, draft: int, slots: int, seconds: float, live: int) -> None:
-        self.costs.observe(draft, slots, seconds, live)
+    def observe_step(self, draft: int, slots: int, seconds: float, live: int, catch_up: int = 0) -> None:
+        self.costs.observe(draft, slots, seconds, live, catch_up)
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:
         self.acceptance.observe(row, judged, kept)
@@ -165,7 +165,7 @@ class FixedLength:
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
         return max(reach, default=0)
 
-    def observe_step(self, draft: int, slots: int, seconds: float, live: int) -> None:
+    def observe_step(self, draft: int, slots: int, seconds: float, live: int, catch_up: int = 0) -> None:
         pass
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:

@@ -4,16 +4,21 @@ Rows are left-padded to the step's widest, so a verification of width W carries 
 proposed, and a draft model runs one forward of the whole batch per proposed position. A step of B live rows is modelled
 as
 
-    t(W) = a + p·[W = 0] + b·D + c·S        D = draft forwards (W for a draft model, 0 for a lookup), S = B·(W + 1)
+    t(W) = a + p·[W = 0] + b·D + c·S + e·C   D = draft forwards (W for a draft model, 0 for a lookup), S = B·(W + 1),
+                                             C = the positions a draft's proposal pass caught up on first, beyond one
 
 (``a``: everything a step pays that does not grow with the width, host work included; ``p``: what a plain step pays
-apart, on its own path: no draft, no verification bookkeeping, its own head kernel). :class:`StepCosts` fits a, p, b, c
-by least squares over the steps so far, one fit per number of live rows (a CPU's step is not linear in its rows: a step
+apart, on its own path: no draft, no verification bookkeeping, its own head kernel; ``e``: a draft's catch-up, one
+position per plain step since it last proposed, which a probe after a run of plain steps pays and a width chosen
+afterwards does not: priced into the probe's width, it made proposing look dearer the longer the controller stepped
+plain). :class:`StepCosts` fits a, p, b, c, e by least squares over the steps so far, one fit per number of live rows (a CPU's step is not linear in its rows: a step
 of 3 rows costs nearly what one of 16 does, and fitted together the rows leaving at a call's end made a plain step of 16
 rows look 40 % dearer than it was), recent steps weighing more. A CPU, whose verification is compute-bound, learns a
 large c; a GPU, memory-bound at these sizes, a small one: no table per device. A small ridge holds each coefficient to a
 prior, scaled by the first measured step, that a few measured steps outweigh: a draft forward costs the draft's share of
-the pair's parameters, each extra verified slot ``SLOT_SHARE`` of a row's plain step, and a plain step nothing apart.
+the pair's parameters, each extra verified slot ``SLOT_SHARE`` of a row's plain step, a plain step nothing apart, and a
+caught-up position ``CATCH_UP_SHARE`` of a draft forward. A width is priced for a draft that is caught up (C = 0): what
+the draft owes is paid whenever proposing resumes, whatever the width.
 
 **What a sample is.** A step is timed from the end of the previous step to its own end (the read-back, the step's one
 host sync, so the timing adds none; and the host's work after it, which a proposing step pays more of), less what the
@@ -57,19 +62,22 @@ POOL_MEMORY = 0.99  # weight kept per row verification by the pooled acceptance 
 PLAIN_MIN = 0.3  # a step is plain while the fit holds fewer (decayed) plain steps of its size of batch: one in ~30
 DONOR_PLAIN, DONOR_PROPOSING = 0.1, 1.0  # (decayed) plain and proposing steps a fit needs to price other sizes
 FIRST_WEIGHT = 0.5  # the weight of a proposing shape's first step in a process (a plain shape's is left out)
+CATCH_UP_SHARE = 0.25  # prior: a position a draft catches up on costs this share of a draft forward
+CATCH_UP_SCALE = 16  # the catch-up of a typical probe (the ridge's scale for its coefficient)
 
 
-FEATURES = 4  # a step's x: 1, whether it is a plain step, draft forwards, verified slots
+FEATURES = 5  # a step's x: 1, whether it is a plain step, draft forwards, verified slots, caught-up positions
 
 
-def features(live: int, draft: int, slots: int) -> tuple[float, float, float, float]:
-    """A step's x: 1, whether it is a plain step (one slot per live row), draft forwards, verified slots."""
-    return 1.0, 1.0 if slots <= live else 0.0, float(draft), float(slots)
+def features(live: int, draft: int, slots: int, catch_up: int = 0) -> tuple[float, ...]:
+    """A step's x: 1, whether it is a plain step (one slot per live row), draft forwards, verified slots, and the
+    positions its draft caught up on before proposing, beyond one."""
+    return 1.0, 1.0 if slots <= live else 0.0, float(draft), float(slots), float(catch_up)
 
 
 class LiveFit:
     """The step-time fit for one number of live rows: decayed sums of x·xᵀ and x·t over x = (1, plain step, draft
-    forwards, slots), and ``unit``, the seconds of a plain step at that size (from its first measured step)."""
+    forwards, slots, caught-up positions), and ``unit``, the seconds of a plain step at that size (from its first measured step)."""
 
     def __init__(self, rows: int):
         self.rows = rows  # live rows, the prior's scale for slots
@@ -169,9 +177,9 @@ class StepCosts:
             fit = self.fits[live] = LiveFit(live)
         return fit
 
-    def observe(self, draft: int, slots: int, seconds: float, live: int | None = None) -> None:
+    def observe(self, draft: int, slots: int, seconds: float, live: int | None = None, catch_up: int = 0) -> None:
         """One step of ``live`` rows (the whole batch if not said) with ``draft`` draft forwards and ``slots``
-        verified slots took ``seconds``. The first step of each shape in a process pays for what the shape costs
+        verified slots, its draft having caught up on ``catch_up`` positions beyond one first, took ``seconds``. The first step of each shape in a process pays for what the shape costs
         once (kernel set-up, buffers: 1.1–1.5× the shape's later steps on the CPU): a plain one is left out (a
         plain step priced too high makes every width look better than it is), a proposing one weighs
         ``FIRST_WEIGHT`` (priced too high, it errs towards plain steps; left out, the widths a fresh process tries
@@ -187,8 +195,8 @@ class StepCosts:
         if fit.unit is None:
             fit.unit = seconds / self._prior(live, draft, slots)
         else:  # a step far slower than predicted (a kernel warming up, a busy machine) counts as three times the
-            seconds = min(seconds, 3.0 * self._seconds(draft, slots, live))  # prediction at most
-        x = features(live, draft, slots)
+            seconds = min(seconds, 3.0 * self._seconds(draft, slots, live, catch_up))  # prediction at most
+        x = features(live, draft, slots, catch_up)
         for i in range(FEATURES):
             fit.xt[i] = fit.xt[i] * COST_MEMORY + weight * x[i] * seconds
             for j in range(FEATURES):
@@ -246,22 +254,23 @@ class StepCosts:
 
         return priced
 
-    def _seconds(self, draft: int, slots: int, live: int) -> float:
+    def _seconds(self, draft: int, slots: int, live: int, catch_up: int = 0) -> float:
         fit = self.fits.get(live)
         if fit is None or fit.unit is None:
             return self._prior(live, draft, slots)
         if fit.fit is None:
             fit.fit = self._solve(fit)
-        return max(sum(c * x for c, x in zip(fit.fit, features(live, draft, slots))), 1e-3 * fit.unit)
+        return max(sum(c * x for c, x in zip(fit.fit, features(live, draft, slots, catch_up))), 1e-3 * fit.unit)
 
     def _solve(self, fit: LiveFit) -> list[float]:
         """The ridge solution: the measured steps' least squares, each coefficient held towards the prior's
         (scaled by ``unit``) with the weight of ``PRIOR_WEIGHT`` of a step whose feature is as large as it gets
         (``PLAIN_WEIGHT`` for the plain-step term, whose prior is 0)."""
         unit, rows = fit.unit, fit.rows
-        prior = [unit * (1.0 - SLOT_SHARE), 0.0, unit * self.draft_share, unit * SLOT_SHARE / rows]
+        prior = [unit * (1.0 - SLOT_SHARE), 0.0, unit * self.draft_share, unit * SLOT_SHARE / rows,
+                 unit * self.draft_share * CATCH_UP_SHARE]
         weight = [PRIOR_WEIGHT, PLAIN_WEIGHT, PRIOR_WEIGHT * self.k_max ** 2,
-                  PRIOR_WEIGHT * (rows * (self.k_max + 1)) ** 2]
+                  PRIOR_WEIGHT * (rows * (self.k_max + 1)) ** 2, PRIOR_WEIGHT * CATCH_UP_SCALE ** 2]
         xx = [row[:] for row in fit.xx]
         xt = fit.xt[:]
         for i in range(FEATURES):

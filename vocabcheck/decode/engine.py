@@ -186,6 +186,7 @@ def speculative_step(batch: Batch) -> None:
     live = len(batch.live)
     rooms = [options.max_new_tokens - len(batch.rows[i].output) for i in batch.live]
     width = choose_width(batch, rooms)
+    catch_up = max(0, batch.proposer.backlog() - 1) if width and batch.proposer is not None else 0
     t0 = clock.now() if clock else 0.0
     proposals = propose(batch, width)
     t1 = clock.now() if clock else 0.0
@@ -214,7 +215,7 @@ def speculative_step(batch: Batch) -> None:
         batch.proposer.commit(Outcome(proposals, count, count_host, chosen, emitted))
     batch.last = chosen
     drop_finished(batch)
-    observe_time(batch, proposals.width, live, batch.elapsed())
+    observe_time(batch, proposals.width, live, batch.elapsed(), catch_up=catch_up)
 
 
 def choose_width(batch: Batch, rooms: list[int]) -> int:
@@ -235,16 +236,17 @@ def count_step(batch: Batch, width: int) -> None:
     metrics.draft_passes += width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
 
 
-def observe_time(batch: Batch, width: int, live: int, at: float) -> None:
+def observe_time(batch: Batch, width: int, live: int, at: float, catch_up: int = 0) -> None:
     """The step's time for the controller: from the end of the previous step to the end of this one (its read-back
     and the host's work after it: emitting, rolling back, the proposer's bookkeeping, which a proposing step pays more
     of than a plain one), less what the CPU head spent in it timing a candidate kernel slower than the fastest one
     timed before (the step would otherwise price the width by the race, not by what it costs from then on). Left
-    out: the first step of a call (it pays for the prefill's tail). ``live``: the rows the step ran."""
+    out: the first step of a call (it pays for the prefill's tail). ``live``: the rows the step ran; ``catch_up``: the
+    positions its draft caught up on before proposing, beyond one (:meth:`Proposer.backlog`)."""
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
     if batch.stamp is not None:
         seconds = at - batch.stamp - (TunedHead.excess - batch.excess)
-        batch.controller.observe_step(forwards, live * (width + 1), seconds, live)
+        batch.controller.observe_step(forwards, live * (width + 1), seconds, live, catch_up)
     batch.stamp, batch.excess = at, TunedHead.excess
 
 

@@ -16,8 +16,11 @@ driven by the engine in this order, for every batch:
 5. ``keep_rows(live, rows)`` — rows that finished leave the batch (positions on the host, indices on the device).
 
 ``forwards_per_position`` says what a proposal costs in model passes: a draft model runs one forward of the whole
-batch per proposed position (1), a lookup none (0). Adding a proposer: a class with these five methods and that
-attribute, one line in the factory, and its tests (CONTRIBUTING.md, "Adding a proposer").
+batch per proposed position (1), a lookup none (0); ``backlog()`` how many positions its next proposal pass feeds
+before it proposes (what it has not seen yet: 1 or 2 after a proposing step, one more per plain step since; 0 for a
+lookup), which the controller's cost fit needs to tell a probe's catch-up from what its width costs. Adding a
+proposer: a class with these six methods and that attribute, one line in the factory, and its tests
+(CONTRIBUTING.md, "Adding a proposer").
 """
 
 from __future__ import annotations
@@ -119,6 +122,8 @@ class Proposer(Protocol):
 
     def keep_rows(self, live: list[int], rows: torch.Tensor) -> None: ...
 
+    def backlog(self) -> int: ...
+
 
 class DraftMapping(Protocol):
     """How a draft's vocabulary meets the target's: :class:`vocabcheck.decode.mapping.PaddedMapping` (one
@@ -174,6 +179,9 @@ class NgramProposer:
 
     def keep_rows(self, live: list[int], rows: torch.Tensor) -> None:
         self.lookups = [self.lookups[i] for i in live]
+
+    def backlog(self) -> int:
+        return 0  # a lookup reads the rows' tokens as they are emitted
 
 
 class DraftProposer:
@@ -247,3 +255,8 @@ class DraftProposer:
         self.state.keep_rows(rows)
         self.pending = self.pending[rows]
         self.pending_real = None if self.pending_real is None else self.pending_real[rows]
+
+    def backlog(self) -> int:
+        """Positions the next proposal pass feeds before its first proposal (the pending tokens' width: a shape,
+        no sync)."""
+        return self.pending.shape[1]

@@ -260,6 +260,10 @@ class TranslatingProposer(DraftProposer):
         self.rows = [self.rows[i] for i in live]
         self.owed = [self.owed[i] for i in live]
 
+    def backlog(self) -> int:
+        """Positions the next proposal pass feeds: the most any row owes (a row that owes nothing re-feeds one)."""
+        return max((len(ids) for ids in self.owed), default=0) or 1
+
 
 def prompt_ids(translator: Translator, prompt: Sequence[int]) -> list[int]:
     """A prompt in the draft's tokenization: its text through the draft's tokenizer in one piece between special
