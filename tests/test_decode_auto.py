@@ -35,11 +35,12 @@ def test_any_widths_and_auto_are_lossless_on_sliding_windows(layout_case, method
     assert [a.sequences[0].token_ids for a in alone] == expected, (name, method, "alone")
     assert 0 in varying_widths and max(varying_widths) > 1, "plain steps and catch-ups both ran"
     assert 0 < batched.metrics.accepted and batched.metrics.plain_steps > 0
-    # the cost fit's catch-up: a draft owes one position per plain step since it proposed (and the last proposal
-    # where a row accepted them all), a lookup nothing
+    # the cost fit's catch-up: a draft owes one position per plain step since it proposed, beyond the one or two a
+    # proposing step leaves it (the target's token, and the last proposal where a row accepted them all); a lookup
+    # owes nothing
     caught_up = varying_widths.catch_ups
     if method == "draft":
-        assert all(plain <= catch_up <= plain + 1 for plain, catch_up in caught_up), caught_up
+        assert all(max(0, plain - 1) <= catch_up <= plain for plain, catch_up in caught_up), caught_up
         assert max(catch_up for _, catch_up in caught_up) >= 2, caught_up
     else:
         assert caught_up and all(catch_up == 0 for _, catch_up in caught_up)

@@ -5,7 +5,8 @@ proposed, and a draft model runs one forward of the whole batch per proposed pos
 as
 
     t(W) = a + p·[W = 0] + b·D + c·S + e·C   D = draft forwards (W for a draft model, 0 for a lookup), S = B·(W + 1),
-                                             C = the positions a draft's proposal pass caught up on first, beyond one
+                                             C = what a draft's proposal pass caught up on first, beyond the two
+                                             positions a proposing step leaves it: 0 but after plain steps
 
 (``a``: everything a step pays that does not grow with the width, host work included; ``p``: what a plain step pays
 apart, on its own path: no draft, no verification bookkeeping, its own head kernel; ``e``: a draft's catch-up, one
@@ -71,7 +72,9 @@ FEATURES = 5  # a step's x: 1, whether it is a plain step, draft forwards, verif
 
 def features(live: int, draft: int, slots: int, catch_up: int = 0) -> tuple[float, ...]:
     """A step's x: 1, whether it is a plain step (one slot per live row), draft forwards, verified slots, and the
-    positions its draft caught up on before proposing, beyond one."""
+    positions its draft caught up on before proposing beyond the two a proposing step leaves it (0 but after plain
+    steps: counted from one, the steps of narrow widths, whose rows more often accept every proposal and owe two,
+    were told apart from wide ones by it, and the fit's widths bent with it)."""
     return 1.0, 1.0 if slots <= live else 0.0, float(draft), float(slots), float(catch_up)
 
 
@@ -179,7 +182,7 @@ class StepCosts:
 
     def observe(self, draft: int, slots: int, seconds: float, live: int | None = None, catch_up: int = 0) -> None:
         """One step of ``live`` rows (the whole batch if not said) with ``draft`` draft forwards and ``slots``
-        verified slots, its draft having caught up on ``catch_up`` positions beyond one first, took ``seconds``. The first step of each shape in a process pays for what the shape costs
+        verified slots, its draft having caught up on ``catch_up`` positions first (:func:`features`), took ``seconds``. The first step of each shape in a process pays for what the shape costs
         once (kernel set-up, buffers: 1.1–1.5× the shape's later steps on the CPU): a plain one is left out (a
         plain step priced too high makes every width look better than it is), a proposing one weighs
         ``FIRST_WEIGHT`` (priced too high, it errs towards plain steps; left out, the widths a fresh process tries

@@ -186,7 +186,7 @@ def speculative_step(batch: Batch) -> None:
     live = len(batch.live)
     rooms = [options.max_new_tokens - len(batch.rows[i].output) for i in batch.live]
     width = choose_width(batch, rooms)
-    catch_up = max(0, batch.proposer.backlog() - 1) if width and batch.proposer is not None else 0
+    catch_up = max(0, batch.proposer.backlog() - 2) if width and batch.proposer is not None else 0
     t0 = clock.now() if clock else 0.0
     proposals = propose(batch, width)
     t1 = clock.now() if clock else 0.0
@@ -242,7 +242,8 @@ def observe_time(batch: Batch, width: int, live: int, at: float, catch_up: int =
     of than a plain one), less what the CPU head spent in it timing a candidate kernel slower than the fastest one
     timed before (the step would otherwise price the width by the race, not by what it costs from then on). Left
     out: the first step of a call (it pays for the prefill's tail). ``live``: the rows the step ran; ``catch_up``: the
-    positions its draft caught up on before proposing, beyond one (:meth:`Proposer.backlog`)."""
+    positions its draft caught up on before proposing beyond the two a proposing step leaves it (its last proposal
+    and the target's token; :meth:`Proposer.backlog`): 0 but after plain steps."""
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
     if batch.stamp is not None:
         seconds = at - batch.stamp - (TunedHead.excess - batch.excess)
