@@ -142,6 +142,23 @@ def test_a_probes_catch_up_is_not_priced_into_its_width():
     assert blind.seconds(1, 8, 4) > 1.1 * step(1, 0)
 
 
+def test_a_catch_up_never_makes_a_step_cheaper():
+    """In a run of plain steps width 1 is measured only by probes, each with a catch-up. Where wider widths were priced
+    high (slow first steps in a process: 69 and 101 ms at batch 16 on the demo pair) and the probes ran cheaper than
+    their line (35 ms), a free catch-up term went negative to explain the probes away, and width 1 stayed priced at
+    49 ms. The term is held at 0 or more, so the probes price width 1."""
+    costs = StepCosts(draft_share=0.2, rows=16, k_max=8)
+    for _ in range(3):
+        costs.observe(0, 16, 0.020)
+    costs.observe(2, 48, 0.069)
+    costs.observe(3, 64, 0.101)
+    for _ in range(3):
+        for _ in range(15):
+            costs.observe(0, 16, 0.020)
+        costs.observe(1, 32, 0.035, 16, 14)
+    assert costs.seconds(1, 32) == pytest.approx(0.035, rel=0.1)
+
+
 def test_a_plain_step_is_priced_from_plain_steps():
     """A plain step runs another path (no draft, no verification bookkeeping, another head kernel): measured on the
     demo pair at batch 16, 19.5 ms where the proposing steps' line meets width 0 at 14 ms. With both kinds measured,

@@ -18,7 +18,8 @@ rows look 40 % dearer than it was), recent steps weighing more. A CPU, whose ver
 large c; a GPU, memory-bound at these sizes, a small one: no table per device. A small ridge holds each coefficient to a
 prior, scaled by the first measured step, that a few measured steps outweigh: a draft forward costs the draft's share of
 the pair's parameters, each extra verified slot ``SLOT_SHARE`` of a row's plain step, a plain step nothing apart, and a
-caught-up position ``CATCH_UP_SHARE`` of a draft forward. A width is priced for a draft that is caught up (C = 0): what
+caught-up position ``CATCH_UP_SHARE`` of a draft forward, and never less than nothing (left free, it went negative on
+a kept fit whose widths were priced from slow first steps, explaining the cheaper probes away). A width is priced for a draft that is caught up (C = 0): what
 the draft owes is paid whenever proposing resumes, whatever the width.
 
 **What a sample is.** A step is timed from the end of the previous step to its own end (the read-back, the step's one
@@ -68,6 +69,7 @@ CATCH_UP_SCALE = 16  # the catch-up of a typical probe (the ridge's scale for it
 
 
 FEATURES = 5  # a step's x: 1, whether it is a plain step, draft forwards, verified slots, caught-up positions
+CATCH_UP = 4  # the caught-up positions' index in x
 
 
 def features(live: int, draft: int, slots: int, catch_up: int = 0) -> tuple[float, ...]:
@@ -279,7 +281,15 @@ class StepCosts:
         for i in range(FEATURES):
             xx[i][i] += weight[i]
             xt[i] += weight[i] * prior[i]
-        return _solve(xx, xt)
+        solved = _solve(xx, xt)
+        if solved[CATCH_UP] >= 0.0:
+            return solved
+        # a catch-up never makes a step cheaper: where the fit says so, it is explaining probes that ran cheaper than
+        # the widths' line (in a run of plain steps width 1 is measured only with a catch-up), and width 1 should
+        # take that price instead
+        kept = [i for i in range(FEATURES) if i != CATCH_UP]
+        solved = _solve([[xx[i][j] for j in kept] for i in kept], [xt[i] for i in kept])
+        return solved[:CATCH_UP] + [0.0] + solved[CATCH_UP:]
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float]:
