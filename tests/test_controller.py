@@ -102,6 +102,25 @@ def test_a_batchs_last_rows_are_priced_by_the_full_batch_until_their_own_fit_can
     assert costs.seconds(2, 12, 4) == pytest.approx(0.019, rel=0.15)  # its own, once it measured both
 
 
+def test_a_batch_that_no_longer_steps_plain_still_prices_its_last_rows():
+    """Where the full batch's widths win by far it stops stepping plain (``PLAIN_SURE``) and its plain steps decay; it
+    still prices its last rows, which otherwise stepped plain to price a plain step of their own (at batch 4 on the
+    demo pair, 20–29 plain steps of a call's last rows where k = 4 took none)."""
+    costs = StepCosts(draft_share=0.1, rows=4, k_max=8)
+    for _ in range(3):
+        costs.observe(0, 4, 0.014, live=4)  # plain steps of the full batch, in this process
+    for step in range(80):  # then only proposing ones: the plain steps decay below DONOR_PLAIN
+        width = 4 + step % 5
+        costs.observe(width, 4 * (width + 1), 0.016 + 0.005 * width, live=4)
+    assert costs.plain_weight(4) < 0.1 and costs.donor(2) == 4
+    controller = AdaptiveLength(4, 8, costs)
+    learnt(controller, 4, accepted=30, rejected=2)
+    controller.keep_rows(range(2))
+    assert controller.choose([8, 8], forwards_per_position=1) > 0  # the last rows propose from their first step
+    kept = StepCosts(draft_share=0.1, rows=4, k_max=8)  # another process's full batch: not stepped plain here
+    assert kept.restore(costs.state()) and kept.donor(2) is None
+
+
 def test_a_smaller_batch_never_prices_a_larger_one():
     """On a CPU a width costs fewer plain steps the fewer the rows: a larger batch priced by a smaller one's fit
     would propose where it does not pay. It steps plain first to price a plain step of its own."""

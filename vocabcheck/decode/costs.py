@@ -221,9 +221,12 @@ class StepCosts:
         """The live count whose fit prices steps of ``live`` rows while their own cannot (:meth:`priced`): the
         smallest larger one that measured plain and proposing steps (a batch's last rows, each size met for a few
         steps at a call's end). Never a smaller one: on a CPU a width costs fewer plain steps the fewer the rows
-        (7 rows: width 3 at 2.6 plain steps, 16 rows: 3.0), so a larger batch's prices err towards plain steps."""
-        return next((other for other in sorted(self.fits) if other > live and self._measured(other, DONOR_PLAIN)),
-                    None)
+        (7 rows: width 3 at 2.6 plain steps, 16 rows: 3.0), so a larger batch's prices err towards plain steps. A
+        batch that this process stepped plain stays a donor after its plain steps have decayed: where its widths win
+        by ``PLAIN_SURE`` it no longer steps plain, and losing it as a donor sent its last rows to plain steps (at
+        batch 4 on the demo pair, 20–29 plain steps of a call's last rows where k = 4 took none)."""
+        return next((other for other in sorted(self.fits) if other > live and (
+            self._measured(other, DONOR_PLAIN) or (self.stepped_plain(other) and self._measured(other, 0.0)))), None)
 
     def _measured(self, live: int, plain: float) -> bool:
         """Whether the fit for ``live`` rows holds at least ``plain`` plain steps and ``DONOR_PROPOSING`` proposing
