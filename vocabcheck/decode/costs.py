@@ -12,15 +12,16 @@ as
 apart, on its own path: no draft, no verification bookkeeping, its own head kernel; ``e``: a draft's catch-up, one
 position per plain step since it last proposed, which a probe after a run of plain steps pays and a width chosen
 afterwards does not: priced into the probe's width, it made proposing look dearer the longer the controller stepped
-plain). :class:`StepCosts` fits a, p, b, c, e by least squares over the steps so far, one fit per number of live rows (a CPU's step is not linear in its rows: a step
-of 3 rows costs nearly what one of 16 does, and fitted together the rows leaving at a call's end made a plain step of 16
-rows look 40 % dearer than it was), recent steps weighing more. A CPU, whose verification is compute-bound, learns a
-large c; a GPU, memory-bound at these sizes, a small one: no table per device. A small ridge holds each coefficient to a
-prior, scaled by the first measured step, that a few measured steps outweigh: a draft forward costs the draft's share of
-the pair's parameters, each extra verified slot ``SLOT_SHARE`` of a row's plain step, a plain step nothing apart, and a
-caught-up position ``CATCH_UP_SHARE`` of a draft forward, and never less than nothing (left free, it went negative on
-a kept fit whose widths were priced from slow first steps, explaining the cheaper probes away). A width is priced for a draft that is caught up (C = 0): what
-the draft owes is paid whenever proposing resumes, whatever the width.
+plain). :class:`StepCosts` fits a, p, b, c, e by least squares over the steps so far, one fit per number of live rows (a
+CPU's step is not linear in its rows: a step of 3 rows costs nearly what one of 16 does, and fitted together the rows
+leaving at a call's end made a plain step of 16 rows look 40 % dearer than it was), recent steps weighing more. A CPU,
+whose verification is compute-bound, learns a large c; a GPU, memory-bound at these sizes, a small one: no table per
+device. A small ridge holds each coefficient to a prior, scaled by the first measured step, that a few measured steps
+outweigh: a draft forward costs the draft's share of the pair's parameters, each extra verified slot ``SLOT_SHARE`` of a
+row's plain step, a plain step nothing apart, and a caught-up position ``CATCH_UP_SHARE`` of a draft forward, and never
+less than nothing (left free, it went negative on a kept fit whose widths were priced from slow first steps, explaining
+the cheaper probes away). A width is priced for a draft that is caught up (C = 0): what the draft owes is paid whenever
+proposing resumes, whatever the width.
 
 **What a sample is.** A step is timed from the end of the previous step to its own end (the read-back, the step's one
 host sync, so the timing adds none; and the host's work after it, which a proposing step pays more of), less what the
@@ -34,9 +35,9 @@ the controller widened them on the prior's prices).
 one by extending the proposing steps' line to width 0 (and, before two widths were measured, by the prior's slope, or by
 what an earlier, busier process measured): on the demo pair at batch 16 that priced a 20 ms plain step at 25–40 ms, and
 a width that gained 8 % looked like 35 % or more. So where the fit holds fewer than ``PLAIN_MIN`` plain steps of the
-step's size of batch (decayed like the rest), the controller steps plain: about one step in twenty-five where it
-keeps proposing, unless the best width promises 1.5 times a plain step's rate (``controller.PLAIN_SURE``), where a
-plain step priced that far off would not change the choice (at batch 1 on the CPU those steps cost 7 % of a call).
+step's size of batch (decayed like the rest), the controller steps plain: about one step in twenty-five where it keeps
+proposing, unless the best width promises 1.5 times a plain step's rate (``controller.PLAIN_SURE``), where a plain step
+priced that far off would not change the choice (at batch 1 on the CPU those steps cost 7 % of a call).
 
 **A batch's last rows.** At a call's end rows leave one by one, and each smaller batch is met for a few steps: a fit of
 its own would start from the prior and a plain step each time. Until its own fit has measured plain and proposing steps,
@@ -82,7 +83,8 @@ def features(live: int, draft: int, slots: int, catch_up: int = 0) -> tuple[floa
 
 class LiveFit:
     """The step-time fit for one number of live rows: decayed sums of x·xᵀ and x·t over x = (1, plain step, draft
-    forwards, slots, caught-up positions), and ``unit``, the seconds of a plain step at that size (from its first measured step)."""
+    forwards, slots, caught-up positions), and ``unit``, the seconds of a plain step at that size (from its first
+    measured step)."""
 
     def __init__(self, rows: int):
         self.rows = rows  # live rows, the prior's scale for slots
@@ -183,12 +185,13 @@ class StepCosts:
         return fit
 
     def observe(self, draft: int, slots: int, seconds: float, live: int | None = None, catch_up: int = 0) -> None:
-        """One step of ``live`` rows (the whole batch if not said) with ``draft`` draft forwards and ``slots``
-        verified slots, its draft having caught up on ``catch_up`` positions first (:func:`features`), took ``seconds``. The first step of each shape in a process pays for what the shape costs
-        once (kernel set-up, buffers: 1.1–1.5× the shape's later steps on the CPU): a plain one is left out (a
-        plain step priced too high makes every width look better than it is), a proposing one weighs
-        ``FIRST_WEIGHT`` (priced too high, it errs towards plain steps; left out, the widths a fresh process tries
-        first went unmeasured while the controller widened them on the prior's prices)."""
+        """One step of ``live`` rows (the whole batch if not said) with ``draft`` draft forwards and ``slots`` verified
+        slots, its draft having caught up on ``catch_up`` positions first (:func:`features`), took ``seconds``. The
+        first step of each shape in a process pays for what the shape costs once (kernel set-up, buffers: 1.1–1.5× the
+        shape's later steps on the CPU): a plain one is left out (a plain step priced too high makes every width look
+        better than it is), a proposing one weighs ``FIRST_WEIGHT`` (priced too high, it errs towards plain steps; left
+        out, the widths a fresh process tries first went unmeasured while the controller widened them on the prior's
+        prices)."""
         live = self.rows if live is None else live
         weight = 1.0
         if (live, draft, slots) not in self.shapes:  # a shape's first step in a process pays its one-time costs
