@@ -253,8 +253,16 @@ def _handler(hub: FakeHub, role: str):
                     else:
                         self._resolve(unquote(match[1]), unquote(match[2]), unquote(match[3]), head)
             finally:
-                hub.record(Request(self.command, self.path, self.headers.get("Range"), self.status,
-                                   self.headers.get("Authorization") is not None, role))
+                if not self.status:  # no answer was begun (the handler failed): still a request the hub saw
+                    self._begin(0)
+
+        def _begin(self, status: int) -> None:
+            """The answer's status, and the request recorded with it before any byte of the answer reaches the
+            client: recorded after the answer, a request could land in the next test's list (the client had its
+            answer, the test ended and the next one reset the list before this thread recorded it)."""
+            self.status = status
+            hub.record(Request(self.command, self.path, self.headers.get("Range"), status,
+                               self.headers.get("Authorization") is not None, role))
 
         def _authorized(self, repo: Repo) -> bool:
             return repo.token is None or self.headers.get("Authorization") == f"Bearer {repo.token}"
@@ -393,7 +401,7 @@ def _handler(hub: FakeHub, role: str):
             if fault == "drip":
                 return self._drip(status, {**headers, "Content-Length": str(length),
                                            "Content-Type": "application/octet-stream"}, blob.read(start, end))
-            self.status = status
+            self._begin(status)
             self.send_response(status)
             for key, value in {**headers, "Content-Length": str(length),
                                "Content-Type": "application/octet-stream"}.items():
@@ -407,11 +415,12 @@ def _handler(hub: FakeHub, role: str):
             position = start
             while position < stop:
                 chunk = blob.read(position, min(stop, position + CHUNK))
+                hub.count(repo_id, name, len(chunk))  # before the client can have it (and the test read the count)
                 try:
                     self.wfile.write(chunk)
                 except (BrokenPipeError, ConnectionResetError):
+                    hub.count(repo_id, name, -len(chunk))
                     break  # the client closed early (a range read that had enough)
-                hub.count(repo_id, name, len(chunk))
                 position += len(chunk)
             if drop:
                 self.wfile.flush()
@@ -424,7 +433,7 @@ def _handler(hub: FakeHub, role: str):
         def _drip(self, status: int, headers: dict, body: bytes, head: bool = False) -> None:
             """Send the answer one byte every DRIP_INTERVAL seconds (the head at once unless ``head``), until the
             client disconnects or the server stops; then close the connection."""
-            self.status = status
+            self._begin(status)
             lines = [f"HTTP/1.1 {status} OK", *(f"{key}: {value}" for key, value in headers.items()), "", ""]
             start = "\r\n".join(lines).encode("latin-1")
             if not head:
@@ -442,7 +451,7 @@ def _handler(hub: FakeHub, role: str):
 
         def _flood(self, repo_id: str, name: str, headers: dict, *, announced: bool) -> None:
             """Send FLOOD_BYTES, far more than the listing said, until the client stops reading."""
-            self.status = 200
+            self._begin(200)
             self.send_response(200)
             for key, value in headers.items():
                 self.send_header(key, value)
@@ -455,16 +464,17 @@ def _handler(hub: FakeHub, role: str):
             chunk = b"a" * CHUNK
             sent = 0
             while sent < FLOOD_BYTES and not hub.stopping.is_set():
+                hub.count(repo_id, name, len(chunk))  # before the client can have it
                 try:
                     self.wfile.write(chunk)
                 except OSError:  # the client stopped reading and closed the connection
+                    hub.count(repo_id, name, -len(chunk))
                     break
-                hub.count(repo_id, name, len(chunk))
                 sent += len(chunk)
             self.close_connection = True
 
         def _send(self, status: int, headers: dict, body: bytes, head: bool = False) -> None:
-            self.status = status
+            self._begin(status)
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
