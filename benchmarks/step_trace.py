@@ -9,7 +9,8 @@ Run it as a script (not ``-m``) so that ``PYTHONPATH`` chooses the vocabcheck it
 checkout> python benchmarks/step_trace.py ...`` traces that checkout's decoder. Without ``--keep-cache`` each run
 gets an empty cache directory (``VOCABCHECK_CACHE``): a machine's first process. The figures are ``run``'s own
 ``metrics.tokens_per_s`` (generation only) and step times as the controller sees them (from one step's end to the
-next's; in a checkout before that, from one read-back to the next). A trace, not a benchmark: one process, one call per line; compare processes run one after the other.
+next's; in a checkout before that, from one read-back to the next). A trace, not a benchmark: one process, one call
+per line; compare processes run one after the other.
 """
 
 from __future__ import annotations

@@ -228,8 +228,8 @@ class StepCosts:
         batch that this process stepped plain stays a donor after its plain steps have decayed: where its widths win
         by ``PLAIN_SURE`` it no longer steps plain, and losing it as a donor sent its last rows to plain steps (at
         batch 4 on the demo pair, 20–29 plain steps of a call's last rows where k = 4 took none)."""
-        return next((other for other in sorted(self.fits) if other > live and (
-            self._measured(other, DONOR_PLAIN) or (self.stepped_plain(other) and self._measured(other, 0.0)))), None)
+        return next((other for other in sorted(self.fits) if other > live and self._measured(other, 0.0)
+                     and (self.plain_weight(other) >= DONOR_PLAIN or self.stepped_plain(other))), None)
 
     def _measured(self, live: int, plain: float) -> bool:
         """Whether the fit for ``live`` rows holds at least ``plain`` plain steps and ``DONOR_PROPOSING`` proposing
