@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from vocabcheck.decode.sampling import NO_TOKEN, Sampling, check_drawn, draw, warp
+from vocabcheck.decode.sampling import GREEDY_BLOCK, NO_TOKEN, Sampling, check_drawn, draw, pick_greedy, warp
 from vocabcheck.errors import UnsupportedModel
 
 
@@ -49,6 +49,33 @@ def test_draw_never_returns_an_id_from_a_distribution_that_is_not_one():
     with pytest.raises(UnsupportedModel, match="not finite"):
         check_drawn([5, NO_TOKEN])
     check_drawn([0, 5])
+
+
+def _first_argmax(row: list[float]) -> int:
+    return row.index(max(row))
+
+
+def test_the_greedy_pick_is_the_first_maximum_wherever_it_lies():
+    """Greedy decoding's token is the first index of the row's maximum (torch's ``max``), whatever the vocabulary's
+    size and wherever ties and the maximum fall against the CPU's blocks; a row that is not a distribution is
+    NO_TOKEN."""
+    size = 3 * GREEDY_BLOCK + 7  # a short last block
+    rows = torch.full((9, size), -5.0)
+    rows[0, GREEDY_BLOCK - 1] = rows[0, GREEDY_BLOCK] = 2.0  # a tie across a block edge
+    rows[1, 10] = rows[1, size - 1] = 2.0  # a tie between the first block and the short last one
+    rows[2, size - 1] = 3.0  # the maximum in the short last block's last slot
+    rows[3, size - 8] = 3.0  # ... in the last full block's last slot
+    rows[4, 40], rows[4, 900] = 0.0, -0.0  # zeros of both signs tie
+    rows[5, 3], rows[5, 700] = 9.0, float("nan")  # a NaN anywhere
+    rows[6, 1200] = float("inf")
+    rows[7] = float("-inf")  # nothing above -inf
+    rows[8] = 1.0  # every logit ties
+    assert pick_greedy(rows).tolist() == [GREEDY_BLOCK - 1, 10, size - 1, size - 8, 40, NO_TOKEN, NO_TOKEN, NO_TOKEN, 0]
+    generator = torch.Generator().manual_seed(0)
+    for vocabulary in (2 * GREEDY_BLOCK, 151_936, 152_064):  # whole blocks, and the demo pair's two sizes
+        steps = torch.randint(-4, 4, (3, 5, vocabulary), generator=generator).float()  # [rows, slots, V], many ties
+        picks = pick_greedy(steps[:, 1:])  # a slice that is not contiguous, as the engine's are
+        assert picks.tolist() == [[_first_argmax(slot) for slot in row] for row in steps[:, 1:].tolist()]
 
 
 def test_run_at_a_vanishing_temperature_emits_the_greedy_tokens(cli, qwen_pair):

@@ -110,7 +110,7 @@ def pick_greedy(logits: torch.Tensor, ids: torch.Tensor | None = None) -> torch.
     """Each row's argmax over the last dimension (as ``ids[argmax]`` where ``ids`` is given), or :data:`NO_TOKEN`
     where the row is not the logits of a distribution (a NaN or +inf anywhere, or nothing above -inf): the greedy
     counterpart of :func:`draw`, with no host sync (``max`` propagates a NaN)."""
-    best, index = logits.max(dim=-1)
+    best, index = first_max(logits)
     if ids is not None:
         index = ids[index]
     return torch.where(torch.isfinite(best), index, NO_TOKEN)
@@ -126,3 +126,28 @@ def check_drawn(tokens: Sequence[int]) -> None:
     if NO_TOKEN in tokens:
         raise UnsupportedModel("the model's next-token probabilities are not finite (its logits hold a NaN or an "
                                "infinity): no token can be drawn from them")
+
+
+GREEDY_BLOCK = 512  # logits per block in the CPU's two-pass argmax (:func:`first_max`)
+
+
+def first_max(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``logits.max(dim=-1)``: each row's maximum (NaN where the row holds one) and the index of its first occurrence.
+    On the CPU in two passes that vectorise — the maximum of every block of ``GREEDY_BLOCK`` logits, then the first
+    block holding the row's maximum searched with ``max`` —, where torch's ``max`` with indices does not: over the
+    demo's 152,064 rows it took 3.2 ms for 16 rows and 9.1 ms for 48 against 0.3 ms and 1.2 ms, 15 % of a batch-16
+    draft call (one for every verification and every draft forward). Elsewhere ``max`` itself."""
+    size = logits.shape[-1]
+    if logits.device.type != "cpu" or size < 2 * GREEDY_BLOCK or logits.numel() == 0:
+        return logits.max(dim=-1)
+    flat = logits.reshape(-1, size)
+    whole = size - size % GREEDY_BLOCK
+    blocks = flat[:, :whole].reshape(flat.shape[0], -1, GREEDY_BLOCK).amax(dim=-1)  # amax propagates a NaN
+    if whole < size:
+        blocks = torch.cat([blocks, flat[:, whole:].amax(dim=-1, keepdim=True)], dim=1)
+    best, block = blocks.max(dim=-1)  # the first block holding the maximum
+    start = block * GREEDY_BLOCK
+    # a last block shorter than the others repeats the row's last logit after it: never before the first occurrence
+    columns = (start[:, None] + torch.arange(GREEDY_BLOCK)).clamp_(max=size - 1)
+    index = start + flat.gather(1, columns).max(dim=-1).indices
+    return best.reshape(logits.shape[:-1]), index.reshape(logits.shape[:-1])
