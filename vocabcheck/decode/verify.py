@@ -31,17 +31,20 @@ def accept(logits: torch.Tensor, proposals: Proposals, sampling: Sampling,
     device = logits.device
     proposed = proposals.tokens
     lengths = proposals.lengths_on_device()
-    if proposals.lengths is None:
-        target_logits = logits
-    else:
+    slots = None  # each row's own slots [B, width + 1] where rows proposed fewer than the width (left-padded)
+    if proposals.lengths is not None:
         slots = ((width - lengths)[:, None] + torch.arange(width + 1, device=device)[None, :]).clamp(max=width)
-        target_logits = logits.gather(1, slots[:, :, None].expand(-1, -1, logits.shape[-1]))  # [B, width+1, V]
     valid = torch.arange(width, device=device)[None, :] < lengths[:, None]
     rows = torch.arange(proposed.shape[0], device=device)
     if sampling.greedy:
-        best = pick_greedy(target_logits)  # [B, width + 1]; NO_TOKEN where the logits are not finite
+        best = pick_greedy(logits)  # [B, width + 1]; NO_TOKEN where the logits are not finite
+        if slots is not None:  # a slot's pick is its own: the picks are gathered, not the logits (a copy of them all)
+            best = best.gather(1, slots)
         count = ((best[:, :width] == proposed) & valid).long().cumprod(dim=1).sum(dim=1)
         return count, best[rows, count]
+    # each row's own slots by indexing: a gather over V, expanded, took 35 ms on the CPU for 16 rows of width 4 of the
+    # demo's head, indexing 10 ms
+    target_logits = logits if slots is None else logits[rows[:, None], slots]  # [B, width + 1, V]
     p = warp(target_logits, sampling)  # [B, width + 1, V]
     p_x = p[:, :width].gather(2, proposed[:, :, None]).squeeze(2)
     q = proposals.q
