@@ -4,13 +4,17 @@ head timed candidates beside the call, the whole of that timing).
 
     python benchmarks/step_trace.py --method draft -k auto --batch-size 16       # the demo pair, a fresh cache
     python benchmarks/step_trace.py --method none --batch-size 16 --calls 2      # the first call, then a warm one
+    python benchmarks/step_trace.py --method draft -k 2 --calls 2 --profile       # ... the last under torch.profiler
 
 Run it as a script (not ``-m``) so that ``PYTHONPATH`` chooses the vocabcheck it traces: ``PYTHONPATH=<another
 checkout> python benchmarks/step_trace.py ...`` traces that checkout's decoder. Without ``--keep-cache`` each run
 gets an empty cache directory (``VOCABCHECK_CACHE``): a machine's first process. The figures are ``run``'s own
 ``metrics.tokens_per_s`` (generation only) and step times as the controller sees them (from one step's end to the
 next's; in a checkout before that, from one read-back to the next). A trace, not a benchmark: one process, one call
-per line; compare processes run one after the other.
+per line; compare processes run one after the other. With ``--profile`` the last call runs under ``torch.profiler``
+and its operators are listed by self CPU time (how the greedy pick's ``aten::max`` and the ragged verification's
+gather were found: docs/decoder.md, "The greedy pick on the CPU"); the profiler adds its own time to every operator,
+so read shares, not milliseconds.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--keep-cache", action="store_true", help="use vocabcheck's own cache directory")
+    parser.add_argument("--profile", action="store_true", help="the last call under torch.profiler")
     args = parser.parse_args()
 
     from vocabcheck.decode import engine, head
@@ -88,7 +93,14 @@ def main() -> None:
     for number in range(args.calls):
         steps.clear()
         timing[0] = 0.0
-        result = session.generate(prompts, options, batch_size=args.batch_size)
+        if args.profile and number == args.calls - 1:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]) as profiled:
+                result = session.generate(prompts, options, batch_size=args.batch_size)
+            print(profiled.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
+        else:
+            result = session.generate(prompts, options, batch_size=args.batch_size)
         widths = collections.defaultdict(list)
         for width, seconds in steps:
             widths[width].append(seconds * 1000)
