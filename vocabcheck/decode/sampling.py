@@ -135,8 +135,9 @@ def first_max(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``logits.max(dim=-1)``: each row's maximum (NaN where the row holds one) and the index of its first occurrence.
     On the CPU in two passes that vectorise — the maximum of every block of ``GREEDY_BLOCK`` logits, then the first
     block holding the row's maximum searched with ``max`` —, where torch's ``max`` with indices does not: over the
-    demo's 152,064 rows it took 3.2 ms for 16 rows and 9.1 ms for 48 against 0.3 ms and 1.2 ms, 15 % of a batch-16
-    draft call (one for every verification and every draft forward). Elsewhere ``max`` itself."""
+    demo's 152,064 rows it took 1.5–3.2 ms for 16 rows and 3.9–9.1 ms for 48 against 0.3 ms and 1.2–1.8 ms, 15 % of a
+    batch-16 draft call (one for every verification and every draft forward; docs/decoder.md has the timing). Elsewhere
+    ``max`` itself."""
     size = logits.shape[-1]
     if logits.device.type != "cpu" or size < 2 * GREEDY_BLOCK or logits.numel() == 0:
         return logits.max(dim=-1)
