@@ -246,6 +246,33 @@ def test_in_between_the_choice_is_the_best_expected_rate():
     assert 0 < rates.index(max(rates)) < 8
 
 
+def with_rate(controller: AdaptiveLength, alpha: float) -> None:
+    """Every row's acceptance rate set to ``alpha`` (counts that outweigh the prior)."""
+    prior_accepted, prior_rejected = controller.acceptance.prior
+    rows = len(controller.acceptance.accepted)
+    controller.acceptance.accepted = [1000 * alpha - prior_accepted] * rows
+    controller.acceptance.rejected = [1000 * (1 - alpha) - prior_rejected] * rows
+
+
+def test_proposing_goes_on_at_a_gain_too_small_to_start_and_stops_below_a_plain_step():
+    costs = measured(draft_forward=0.001, plain=0.010, per_slot=0.0005, rows=4)
+    controller = AdaptiveLength(4, 8, costs)
+    gains = {a / 1000: controller._best([a / 1000] * 4, [8] * 4, 1, margin=0.0) for a in range(300, 1000)}
+    marginal = next(a for a, (best, gain) in gains.items() if best and 1.005 < gain < 1.02)  # under GAIN_MARGIN
+    losing = max(a for a, (best, gain) in gains.items() if not best)
+    fresh = AdaptiveLength(4, 8, costs)
+    with_rate(fresh, marginal)
+    assert fresh.choose([8] * 4, 1) == 0  # a plain controller does not start for a gain within the fit's error
+    with_rate(controller, 0.95)
+    assert controller.choose([8] * 4, 1) > 0
+    with_rate(controller, marginal)  # rejections dipped the rates: proposing goes on, and keeps measuring them
+    assert controller.choose([8] * 4, 1) == gains[marginal][0] > 0
+    with_rate(controller, losing)  # a width now promises less than a plain step: it stops
+    assert controller.choose([8] * 4, 1) == 0
+    with_rate(controller, marginal)  # and from a plain step, the margin again
+    assert controller.choose([8] * 4, 1) == 0
+
+
 def test_acceptance_starts_from_the_prior_and_forgets_slowly_when_idle():
     acceptance = Acceptance(2)
     assert acceptance.rate(0) == 0.5  # no warm-up run: Beta(1, 1)
