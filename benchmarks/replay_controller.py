@@ -12,7 +12,9 @@ would the clock's, and runs every batch twice (the first warms its fit, as the b
 separates the choice — how acceptance and cost are modelled — from the machine's noise between calls, which on a
 shared 2-core machine is larger than the differences being judged. TPOT is the bench's: per row, from its first token
 to its last over the tokens after the first, averaged over rows. ``--variants`` adds controllers that model
-acceptance otherwise (one pooled rate for every row; acceptance shaped by position), and ``oracle`` is a bound: each
+acceptance or price steps otherwise (one pooled rate for every row; acceptance shaped by position; the fit's price
+corrected per shape by what each shape measured), ``--jitter`` lets the controllers observe step times with a
+shared machine's spread (the clock stays the table's), and ``oracle`` is a bound: each
 step's best width knowing what every row will accept; ``auto, first pass`` is the controller's first pass, from its
 prior (or the kept fit).
 
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import random
 import statistics
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -77,6 +80,32 @@ class Pooled(AdaptiveLength):
         a = sum(self.acceptance.accepted) + self.acceptance.prior[0]
         r = sum(self.acceptance.rejected) + self.acceptance.prior[1]
         return super()._best([a / (a + r)] * len(rates), reach, forwards_per_position, margin)
+
+
+class PerShape(AdaptiveLength):
+    """A variant: the fit's price of each shape (live rows, draft forwards, slots) corrected by the decayed ratio of
+    the times it measured to the times it was priced at (a step's time need not be linear in its width)."""
+
+    KEEP = 0.95
+
+    def __init__(self, rows: int, k_max: int, costs: StepCosts):
+        super().__init__(rows, k_max, costs)
+        self.ratios = costs.__dict__.setdefault("replay_ratios", {})  # kept with the costs, across calls
+
+    def _best(self, rates, reach, forwards_per_position, margin=control.GAIN_MARGIN):
+        live, fitted = len(reach), self.costs.pricer
+        price = fitted(live)
+        self.costs.pricer = lambda rows=None: lambda d, s: price(d, s) * self.ratios.get((live, d, s), 1.0)
+        try:
+            return super()._best(rates, reach, forwards_per_position, margin)
+        finally:
+            del self.costs.pricer  # the class's own again
+
+    def observe_step(self, draft: int, slots: int, seconds: float, live: int, catch_up: int = 0) -> None:
+        ratio = seconds / self.costs.pricer(live)(draft, slots)
+        old = self.ratios.get((live, draft, slots))
+        self.ratios[(live, draft, slots)] = ratio if old is None else old * self.KEEP + ratio * (1 - self.KEEP)
+        super().observe_step(draft, slots, seconds, live, catch_up)
 
 
 class Shaped(AdaptiveLength):
@@ -175,7 +204,7 @@ def measure_table(session, prompt_ids, method: str, batch: int, tokens: int) -> 
 
 
 def replay_batch(rows: Sequence[RowRuns], table: StepTable, policy, fpp: int,
-                 widths: list[int] | None = None) -> list[float]:
+                 widths: list[int] | None = None, jitter: Callable[[], float] = lambda: 1.0) -> list[float]:
     """The batch's rows' TPOTs (seconds) under ``policy``, every step's time from ``table``; the policy observes
     them as the engine would tell it."""
     emitted = [1] * len(rows)
@@ -205,7 +234,7 @@ def replay_batch(rows: Sequence[RowRuns], table: StepTable, policy, fpp: int,
             policy.observe_row(position, judged, accepted)
             emitted[i] = p + kept
             last[i] = clock
-        policy.observe_step(width * fpp, n * (width + 1), seconds, n, catch_up)
+        policy.observe_step(width * fpp, n * (width + 1), seconds * jitter(), n, catch_up)
         stay = [position for position, i in enumerate(live) if emitted[i] < rows[i].length]
         if len(stay) < n:
             policy.keep_rows(stay)
@@ -214,16 +243,19 @@ def replay_batch(rows: Sequence[RowRuns], table: StepTable, policy, fpp: int,
 
 
 def tpot_ms(rows: Sequence[RowRuns], batch_size: int, table: StepTable, costs: StepCosts, make: Policy,
-            fpp: int, passes: int = 2) -> tuple[float, list[int]]:
+            fpp: int, passes: int = 2, sigma: float = 0.0, seed: int = 0) -> tuple[float, list[int]]:
     """The bench's TPOT over every row, in batches of ``batch_size``, a policy per batch (a bench call), on the last
     of ``passes`` passes (the earlier ones warm the controller's costs, as the bench's warm-up does); and that pass's
-    widths, step by step."""
+    widths, step by step. ``sigma``: what the controller observes is each step's time times a log-normal factor of that
+    spread (``seed`` fixes them), the clock the table's own."""
     own = copy.deepcopy(costs)
+    noise = random.Random(seed)
+    jitter = (lambda: noise.lognormvariate(0.0, sigma)) if sigma else (lambda: 1.0)
     for _ in range(passes):
         tpots, widths = [], []
         for begin in range(0, len(rows), batch_size):
             group = rows[begin:begin + batch_size]
-            tpots += replay_batch(group, table, make(own, len(group), table), fpp, widths)
+            tpots += replay_batch(group, table, make(own, len(group), table), fpp, widths, jitter)
     return 1000 * statistics.fmean(tpots), widths
 
 
@@ -239,7 +271,10 @@ def main() -> None:
     parser.add_argument("--kept-costs", action="store_true", help="start the controller from the fit kept on "
                         "this machine (step-costs.json) instead of its prior")
     parser.add_argument("--variants", action="store_true", help="also replay controllers that model acceptance "
-                        "otherwise")
+                        "or price steps otherwise")
+    parser.add_argument("--jitter", type=float, default=0.0, help="the controllers observe each step's time times a "
+                        "log-normal factor of this spread (0.1: about 10 %%), as a shared machine's clock shows it")
+    parser.add_argument("--seed", type=int, default=0, help="the jitter's seed")
     args = parser.parse_args()
     if args.target is None:
         pair = demo_pair()
@@ -260,10 +295,11 @@ def main() -> None:
     if args.variants:
         policies["auto, pooled rate"] = lambda costs, rows, table: Pooled(rows, K_MAX, costs)
         policies["auto, shaped by position"] = lambda costs, rows, table: Shaped(rows, K_MAX, costs)
+        policies["auto, priced per shape"] = lambda costs, rows, table: PerShape(rows, K_MAX, costs)
     policies["oracle"] = lambda costs, rows, table: Oracle(table)
     tables = json.loads(args.table.read_text()) if args.table and args.table.exists() else {}
     print(f"{len(chains)} prompts, {args.max_new_tokens} tokens, greedy; TPOT ms, every step priced from the "
-          "measured table")
+          f"measured table; observed with jitter {args.jitter:g} (seed {args.seed})")
     print("| method | batch | " + " | ".join(policies) + " | auto / best k | auto: mean width, plain steps |")
     print("|---" * (len(policies) + 4) + "|")
     for method in ("ngram", "draft"):
@@ -280,8 +316,8 @@ def main() -> None:
                 if args.table:
                     args.table.write_text(json.dumps(tables))
             table = StepTable({(live, width): t for live, width, t in tables[name]})
-            replayed = {name: tpot_ms(runs[method], batch, table, costs, make, fpp, 1 if "first" in name else 2)
-                        for name, make in policies.items()}
+            replayed = {name: tpot_ms(runs[method], batch, table, costs, make, fpp, 1 if "first" in name else 2,
+                                      args.jitter, args.seed) for name, make in policies.items()}
             ms = {name: value[0] for name, value in replayed.items()}
             best = min(ms[f"k={k}"] for k in (1, 2, 4, 8))
             widths = replayed["auto"][1]
