@@ -217,7 +217,7 @@ def replay_batch(rows: Sequence[RowRuns], table: StepTable, policy, fpp: int,
         reach = [min(rows[i].proposal(emitted[i], limit)[0], room - 1) for i, room in zip(live, rooms)]
         if isinstance(policy, Oracle):
             policy.matched = [rows[i].matched[emitted[i]] for i in live]
-        width = policy.choose(reach, fpp) if limit > 0 and max(reach) > 0 else 0
+        width = policy.choose(reach, fpp) if limit > 0 else 0  # as the engine asks: a step with nothing to propose too
         width = min(width, max(reach))
         n = len(live)
         catch_up = max(0, backlog - 2) if width and fpp else 0

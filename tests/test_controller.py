@@ -267,6 +267,8 @@ def test_proposing_goes_on_at_a_gain_too_small_to_start_and_stops_below_a_plain_
     assert controller.choose([8] * 4, 1) > 0
     with_rate(controller, marginal)  # rejections dipped the rates: proposing goes on, and keeps measuring them
     assert controller.choose([8] * 4, 1) == gains[marginal][0] > 0
+    assert controller.choose([0] * 4, 0) == 0  # nothing to propose (no lookup matched): a plain step, not a stop
+    assert controller.choose([8] * 4, 1) == gains[marginal][0] > 0
     with_rate(controller, losing)  # a width now promises less than a plain step: it stops
     assert controller.choose([8] * 4, 1) == 0
     with_rate(controller, marginal)  # and from a plain step, the margin again

@@ -104,14 +104,15 @@ class AdaptiveLength:
         self.interval = probe_interval(costs)
         # plain steps in a row: the call's second plain step probes, later where the pair's acceptance is low
         self.plain_run = PROBE_AFTER - 2
-        self.proposing = False  # whether the previous step proposed: it goes on without the margin
+        self.proposing = False  # whether the last step that could propose did: it goes on without the margin
 
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
         """The width W ≤ max(reach) with the most expected emitted tokens per second (the smallest on a tie); a
         probe after a run of plain steps, and a plain step where the fit holds too few to price one (see the
         module's docstring)."""
         width = self._choice(reach, forwards_per_position)
-        self.proposing = width > 0
+        if max(reach, default=0):  # a step with nothing to propose (no lookup matched) is no choice to stop
+            self.proposing = width > 0
         return width
 
     def _choice(self, reach: Sequence[int], forwards_per_position: int) -> int:
