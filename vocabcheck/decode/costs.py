@@ -24,8 +24,8 @@ the cheaper probes away). A width is priced for a draft that is caught up (C = 0
 proposing resumes, whatever the width.
 
 **What a sample is.** A step is timed from the end of the previous step to its own end (the read-back, the step's one
-host sync, so the timing adds none; and the host's work after it, which a proposing step pays more of), less what the
-CPU head spent in it timing a candidate kernel slower than the fastest one timed before (:mod:`vocabcheck.decode.head`).
+host sync, so the timing adds none; and the host's work after it, which a proposing step pays more of); a step in which
+the CPU head served a size whose kernel is not chosen yet is no sample (:func:`vocabcheck.decode.engine.observe_time`).
 The first step of each shape (live rows, draft forwards, slots) in a process pays once for the shape (1.1–1.5× its later
 steps on the CPU): a plain one is left out, a proposing one weighs ``FIRST_WEIGHT`` and at most three predictions (a
 width priced too high errs towards plain steps; left out, the widths a fresh process tries first went unmeasured while

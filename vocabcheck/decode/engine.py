@@ -82,7 +82,7 @@ class Batch:
     clock: Clock | None = None
     on_tokens: OnTokens | None = None
     stamp: float | None = None  # when the previous step ended (None: before the first step)
-    excess: float = 0.0  # the CPU head's race excess when the previous step returned (:attr:`TunedHead.excess`)
+    unsettled: int = 0  # the CPU head's unsettled calls when the previous step returned (:attr:`TunedHead.unsettled`)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -239,16 +239,17 @@ def count_step(batch: Batch, width: int) -> None:
 def observe_time(batch: Batch, width: int, live: int, at: float, catch_up: int = 0) -> None:
     """The step's time for the controller: from the end of the previous step to the end of this one (its read-back
     and the host's work after it: emitting, rolling back, the proposer's bookkeeping, which a proposing step pays more
-    of than a plain one), less what the CPU head spent in it timing a candidate kernel slower than the fastest one
-    timed before (the step would otherwise price the width by the race, not by what it costs from then on). Left
-    out: the first step of a call (it pays for the prefill's tail). ``live``: the rows the step ran; ``catch_up``: the
+    of than a plain one). Left out: the first step of a call (it pays for the prefill's tail), and a step in which the
+    CPU head served a size whose kernel it has not chosen yet (:attr:`TunedHead.unsettled`: the likeliest winner
+    before the size is timed, or a candidate being timed) — in a fresh process at batch 1 the widths' first steps ran
+    at 18–20 ms through the likeliest winner where the chosen kernel ran them at 12–14, the fit learnt those prices and
+    the controller stepped plain, so those sizes were met too rarely to be chosen. ``live``: the rows the step ran; ``catch_up``: the
     positions its draft caught up on before proposing beyond the two a proposing step leaves it (its last proposal
     and the target's token; :meth:`Proposer.backlog`): 0 but after plain steps."""
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
-    if batch.stamp is not None:
-        seconds = at - batch.stamp - (TunedHead.excess - batch.excess)
-        batch.controller.observe_step(forwards, live * (width + 1), seconds, live, catch_up)
-    batch.stamp, batch.excess = at, TunedHead.excess
+    if batch.stamp is not None and TunedHead.unsettled == batch.unsettled:
+        batch.controller.observe_step(forwards, live * (width + 1), at - batch.stamp, live, catch_up)
+    batch.stamp, batch.unsettled = at, TunedHead.unsettled
 
 
 def propose(batch: Batch, width: int) -> Proposals:

@@ -99,8 +99,9 @@ class TunedHead:
 
     rounds = 2
     races = 0  # timed calls so far, in every head of this process
-    excess = 0.0  # seconds those calls spent beyond the fastest candidate timed before them for their size: what a
-    # step that raced paid over what it would have cost with the fastest kernel (the controller takes it off)
+    unsettled = 0  # calls so far, in every head of this process, for a size whose kernel is not chosen yet (the
+    # likeliest winner untimed, or a candidate being timed): a step that made one costs what it will not cost once the
+    # size is chosen, so the controller does not learn from it (:func:`vocabcheck.decode.engine.observe_time`)
 
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
@@ -129,6 +130,7 @@ class TunedHead:
             return self.kernels[name](hidden, self.weight)
         if bucket > RACE_ROWS:  # no race: the likeliest winner
             return self.kernels[self.large](hidden, self.weight)
+        TunedHead.unsettled += 1
         seen = self.seen[bucket] = self.seen.get(bucket, 0) + 1
         if seen < RACE_AFTER:  # met rarely so far: the likeliest winner, untimed
             return self.kernels[self.order[0]](hidden, self.weight)
@@ -136,14 +138,11 @@ class TunedHead:
         if rows != timed_rows:  # the fastest so far (the likeliest winner before any is timed)
             return self.kernels[min(race, key=lambda n: min(race[n], default=float("inf")))](hidden, self.weight)
         name = min(race, key=lambda n: len(race[n]))  # fewest timings; on a tie the likeliest winner
-        best_so_far = min((min(times) for times in race.values() if times), default=None)
         TunedHead.races += 1
         start = time.perf_counter()
         out = self.kernels[name](hidden, self.weight)
         seconds = time.perf_counter() - start
         race[name].append(seconds)
-        if best_so_far is not None:
-            TunedHead.excess += max(0.0, seconds - best_so_far)
         if len(race[name]) == 1 and all(race.values()):  # every candidate timed once: drop the far slower ones
             fastest = min(times[0] for times in race.values())
             for slow in [n for n, times in race.items() if times[0] > 2 * fastest]:
