@@ -241,9 +241,10 @@ def observe_time(batch: Batch, width: int, live: int, at: float, catch_up: int =
     and the host's work after it: emitting, rolling back, the proposer's bookkeeping, which a proposing step pays more
     of than a plain one). Left out: the first step of a call (it pays for the prefill's tail), and a step in which the
     CPU head served a size whose kernel it has not chosen yet (:attr:`TunedHead.unsettled`: the likeliest winner
-    before the size is timed, or a candidate being timed) — in a fresh process at batch 1 the widths' first steps ran
-    at 18–20 ms through the likeliest winner where the chosen kernel ran them at 12–14, the fit learnt those prices and
-    the controller stepped plain, so those sizes were met too rarely to be chosen. ``live``: the rows the step ran; ``catch_up``: the
+    before the size is timed, or a candidate being timed): in a fresh process at batch 1 the first steps of each width
+    ran through the likeliest winner, slower than the kernel chosen later (width 1: 17.7–18.6 ms in the first call,
+    11.0–11.2 ms in the third; docs/decoder.md), the fit learnt those prices and the controller stepped plain, so those
+    sizes were met too rarely to be chosen. ``live``: the rows the step ran; ``catch_up``: the
     positions its draft caught up on before proposing beyond the two a proposing step leaves it (its last proposal
     and the target's token; :meth:`Proposer.backlog`): 0 but after plain steps."""
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
