@@ -181,3 +181,20 @@ def test_a_close_race_is_not_kept_for_later_processes(fresh, monkeypatch):
     fresh.clear()
     served(TunedHead(weight()), 4, RACE)
     assert set(fresh) == set(COSTS)  # timed again
+
+
+def test_a_size_is_unsettled_until_chosen_or_its_first_calls_have_passed(fresh):
+    """Steps through a size whose kernel is not chosen yet are not what the controller learns step costs from
+    (:attr:`TunedHead.unsettled`): every call of a size until its race decides, and no more than
+    ``UNSETTLED_CALLS`` of them where the race stalls (its row count not met again), so that a stalled size does not
+    keep the controller from ever learning what its steps cost."""
+    head = TunedHead(weight())
+    before = TunedHead.unsettled
+    served(head, 4, RACE)  # through the race
+    assert head.choice[4] == "onednn" and TunedHead.unsettled - before == RACE
+    served(head, 4, 3)  # chosen: settled
+    assert TunedHead.unsettled - before == RACE
+    served(head, 8, LEAD + 1)  # bucket 8's race starts at 8 rows, which never come again
+    served(head, 6, 2 * head_module.UNSETTLED_CALLS)
+    assert 8 not in head.choice
+    assert TunedHead.unsettled - before == RACE + head_module.UNSETTLED_CALLS

@@ -100,8 +100,9 @@ class TunedHead:
     rounds = 2
     races = 0  # timed calls so far, in every head of this process
     unsettled = 0  # calls so far, in every head of this process, for a size whose kernel is not chosen yet (the
-    # likeliest winner untimed, or a candidate being timed): a step that made one costs what it will not cost once the
-    # size is chosen, so the controller does not learn from it (:func:`vocabcheck.decode.engine.observe_time`)
+    # likeliest winner untimed, or a candidate being timed), each size's first UNSETTLED_CALLS: a step that made one
+    # costs what it will not cost once the size is chosen, so the controller does not learn from it
+    # (:func:`vocabcheck.decode.engine.observe_time`)
 
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
@@ -130,8 +131,9 @@ class TunedHead:
             return self.kernels[name](hidden, self.weight)
         if bucket > RACE_ROWS:  # no race: the likeliest winner
             return self.kernels[self.large](hidden, self.weight)
-        TunedHead.unsettled += 1
         seen = self.seen[bucket] = self.seen.get(bucket, 0) + 1
+        if seen <= UNSETTLED_CALLS:
+            TunedHead.unsettled += 1
         if seen < RACE_AFTER:  # met rarely so far: the likeliest winner, untimed
             return self.kernels[self.order[0]](hidden, self.weight)
         timed_rows, race = self.trials.setdefault(bucket, (rows, {name: [] for name in self.order}))
@@ -165,6 +167,9 @@ class TunedHead:
 
 
 RACE_AFTER = 4  # a bucket's calls before its candidates are timed
+UNSETTLED_CALLS = 16  # a bucket's calls that count as unsettled (TunedHead.unsettled) while it has no choice: a race
+# takes RACE_AFTER - 1 + 6 of them where its row count recurs; one whose row count is met rarely may never decide, and
+# must not keep the controller from learning what the bucket's steps cost for the rest of the process
 
 RACE_ROWS = 8
 """The largest bucket whose kernels are timed. Above it one kernel serves (:data:`LARGE_PREFERENCE`): at 16 to 80 rows
