@@ -40,6 +40,7 @@ from vocabcheck.decode.controller import AdaptiveLength, FixedLength
 from vocabcheck.decode.costs import CATCH_UP_SHARE, STORE, StepCosts, draft_share, stored_key
 from vocabcheck.decode.loading import read_prompt_file
 from vocabcheck.decode.mapping import PaddedMapping
+from vocabcheck.decode.metrics import RowMetrics
 from vocabcheck.decode.options import DecodeOptions
 from vocabcheck.decode.sampling import Sampling
 from vocabcheck.decode.session import RunRequest, start_session
@@ -150,6 +151,7 @@ class StepTable:
 
     def __init__(self, times: dict[tuple[int, int], float]):
         self.times = times
+        self.widths = {n: sorted(w for m, w in times if m == n) for n in {m for m, _ in times}}  # live → widths met
 
     @classmethod
     def of(cls, samples: dict[tuple[int, int], list[float]]) -> "StepTable":
@@ -159,14 +161,14 @@ class StepTable:
         return [[live, width, t] for (live, width), t in sorted(self.times.items())]
 
     def seconds(self, live: int, width: int, catch_up: int = 0) -> float:
-        sizes = sorted({n for n, _ in self.times})
-        n = next((s for s in sizes if s >= live and sum(m == s for m, _ in self.times) >= 3), sizes[-1])
-        widths = sorted(w for m, w in self.times if m == n)
-        below, above = [w for w in widths if w <= width], [w for w in widths if w > width]
+        sizes = sorted(self.widths)
+        n = next((s for s in sizes if s >= live and len(self.widths[s]) >= 3), sizes[-1])
+        below = [w for w in self.widths[n] if w <= width]
+        above = [w for w in self.widths[n] if w > width]
         if below and below[-1] == width:
             t = self.times[(n, width)]
         else:  # between the nearest measured widths, or on from the two nearest
-            a, b = (below[-1], above[0]) if below and above else tuple((below or above)[-2:] if below else above[:2])
+            a, b = (below[-1], above[0]) if below and above else tuple(below[-2:] if below else above[:2])
             ta, tb = self.times[(n, a)], self.times[(n, b)]
             t = ta + (tb - ta) * (width - a) / (b - a)
         if catch_up:  # a caught-up position: a quarter of what one more draft position adds
@@ -205,18 +207,20 @@ def measure_table(session, prompt_ids, method: str, batch: int, tokens: int) -> 
 
 def replay_batch(rows: Sequence[RowRuns], table: StepTable, policy, fpp: int,
                  widths: list[int] | None = None, jitter: Callable[[], float] = lambda: 1.0) -> list[float]:
-    """The batch's rows' TPOTs (seconds) under ``policy``, every step's time from ``table``; the policy observes
-    them as the engine would tell it."""
-    emitted = [1] * len(rows)
-    last = [0.0] * len(rows)
+    """The batch's rows' TPOTs (seconds) under ``policy``, every step's time from ``table``, counted by the decoder's
+    own :class:`RowMetrics`; the policy observes them as the engine would tell it."""
+    metrics = [RowMetrics() for _ in rows]
+    for row_metrics in metrics:
+        row_metrics.record_first(0.0)
     live = [i for i, row in enumerate(rows) if row.length > 1]
     clock, backlog = 0.0, 2
     while live:
-        rooms = [rows[i].budget - emitted[i] for i in live]
+        at = [metrics[i].generated for i in live]  # each live row's position: the tokens it emitted so far
+        rooms = [rows[i].budget - p for i, p in zip(live, at)]
         limit = min(K_MAX, max(rooms) - 1)
-        reach = [min(rows[i].proposal(emitted[i], limit)[0], room - 1) for i, room in zip(live, rooms)]
+        reach = [min(rows[i].proposal(p, limit)[0], room - 1) for i, p, room in zip(live, at, rooms)]
         if isinstance(policy, Oracle):
-            policy.matched = [rows[i].matched[emitted[i]] for i in live]
+            policy.matched = [rows[i].matched[p] for i, p in zip(live, at)]
         width = policy.choose(reach, fpp) if limit > 0 else 0  # as the engine asks: a step with nothing to propose too
         width = min(width, max(reach))
         n = len(live)
@@ -226,20 +230,16 @@ def replay_batch(rows: Sequence[RowRuns], table: StepTable, policy, fpp: int,
         if widths is not None:
             widths.append(width)
         backlog = 2 if width else backlog + 1
-        for position, i in enumerate(live):
-            row, p = rows[i], emitted[i]
-            made, m = row.proposal(p, min(width, reach[position])) if width > 0 else (0, 0)
-            kept = min(m + 1, row.length - p)
-            judged, accepted = (min(made, max(rooms[position] - 1, m)), m) if kept == m + 1 else (kept - 1, kept - 1)
-            policy.observe_row(position, judged, accepted)
-            emitted[i] = p + kept
-            last[i] = clock
+        for position, (i, p) in enumerate(zip(live, at)):
+            made, m = rows[i].proposal(p, min(width, reach[position])) if width > 0 else (0, 0)
+            kept = min(m + 1, rows[i].length - p)  # eos or the budget may end the row inside its accepted run
+            policy.observe_row(position, *metrics[i].record_step(made, m, kept, clock, rooms[position]))
         policy.observe_step(width * fpp, n * (width + 1), seconds * jitter(), n, catch_up)
-        stay = [position for position, i in enumerate(live) if emitted[i] < rows[i].length]
+        stay = [position for position, i in enumerate(live) if metrics[i].generated < rows[i].length]
         if len(stay) < n:
             policy.keep_rows(stay)
             live = [live[position] for position in stay]
-    return [last[i] / (rows[i].length - 1) for i in range(len(rows)) if rows[i].length > 1]
+    return [metrics[i].tpot_s for i in range(len(rows)) if rows[i].length > 1]
 
 
 def tpot_ms(rows: Sequence[RowRuns], batch_size: int, table: StepTable, costs: StepCosts, make: Policy,
