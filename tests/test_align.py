@@ -1,7 +1,7 @@
 """`vocabcheck align`: the aligned draft loads with transformers, gives the original draft's logits bit for bit on
 every row it kept, never lets a padded row win a greedy step, compares identical to the target, keeps every other
 tensor byte for byte, stays tied when tied, streams shard by shard within a stated memory bound, and prints engine
-command lines whose keys and types match the documentation cited in vocabcheck.engines."""
+command lines whose keys and types match the documentation cited in vocabcheck.engines.commands."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from vocabcheck import aligner, compare, engines, rewrite
+from vocabcheck import aligner, compare, rewrite
+from vocabcheck.engines import commands as engines
 from vocabcheck.demo import qwen
 from vocabcheck.demo.checkpoint import ModelShape, write_model
 from vocabcheck.render.data import schema
@@ -416,7 +417,7 @@ def test_vllm_speculative_config_matches_the_cited_keys_and_types(padded):
     assert config == vllm["speculative_config"] == {"model": str(out), "method": "draft_model",
                                                     "num_speculative_tokens": 4, "draft_tensor_parallel_size": 4}
     assert engines.check_speculative_config(config, target_tensor_parallel_size=4) == []
-    # the table the check uses is the one cited in vocabcheck/engines.py: vLLM's documented names and types
+    # the table the check uses is the one cited in vocabcheck.engines.commands: vLLM's documented names and types
     assert {k: s.type for k, s in engines.VLLM_SPECULATIVE_CONFIG.items()} == {
         "model": str, "method": str, "num_speculative_tokens": int, "draft_tensor_parallel_size": int}
     assert vllm["command"].startswith("vllm serve ") and "'{\"model\": " in vllm["command"]

@@ -74,6 +74,14 @@ def family_dir(tmp_path_factory):
     return saved
 
 
+@pytest.fixture
+def unmarked(monkeypatch):
+    """Recurrent classes as transformers 5.25 ships them: not marked ``_is_stateful`` (5.18 to 5.24 mark them, and
+    the static check refuses them by that mark). The behavioural check must catch such a model on any release."""
+    for name in ("RwkvForCausalLM", "xLSTMForCausalLM", "RecurrentGemmaForCausalLM"):
+        monkeypatch.setattr(getattr(tf, name), "_is_stateful", False, raising=False)
+
+
 def transformers_generate(directory, prompt_ids, n=NEW):
     """transformers' own greedy output of the saved model, loaded as vocabcheck loads it (float32, CPU)."""
     model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
@@ -105,7 +113,7 @@ def plain_equals_transformers(cli, directory):
 # --- one test per family ------------------------------------------------------------------------------------------
 
 
-def test_rwkv_is_refused_for_speculation_and_run_by_transformers(cli, family_dir):
+def test_rwkv_is_refused_for_speculation_and_run_by_transformers(cli, family_dir, unmarked):
     """RWKV ignores the cache it is given: its config reads as full attention, so only its behaviour tells."""
     directory = family_dir("rwkv")
     for method in ("ngram", "draft"):
@@ -149,11 +157,14 @@ def reference(model, prompt, n):
     return out[0, len(prompt):].tolist()
 
 
-def test_xlstm_is_refused_for_speculation_and_run_by_transformers(cli, family_dir):
+def test_xlstm_is_refused_for_speculation_and_run_by_transformers(cli, family_dir, unmarked):
     directory = family_dir("xlstm")
     line = one_line_error(*run(cli, directory, "ngram")[::2])
-    assert line.startswith(f"error: {directory}: xlstm: its forward with vocabcheck's KV cache fails "
-                           "(AttributeError:"), line
+    # 5.25's xLSTM fails in its own code given the cache (AttributeError); 5.19's runs and answers differently
+    assert line.startswith((f"error: {directory}: xlstm: its forward with vocabcheck's KV cache fails "
+                            "(AttributeError:", f"error: {directory}: xlstm: the cache check on the loaded weights "
+                            "failed: after a prefill")), line
+    assert "--method none" in line
     plain_equals_transformers(cli, directory)
 
 
@@ -168,12 +179,17 @@ def test_mamba2_config_is_read_as_transformers_reads_it(cli, family_dir):
 
 
 def test_recurrentgemma_failing_in_its_own_code_is_reported_as_the_model_s(cli, family_dir):
+    """transformers 5.25 cannot run this all-recurrent RecurrentGemma (5.19 can): where its own generate fails,
+    plain decoding reports the model's failure in one line; where it runs, plain decoding gives its output."""
     directory = family_dir("recurrentgemma")
-    with pytest.raises(ValueError) as raised:  # transformers' own generate fails the same way
+    try:
         transformers_generate(directory, [5, 9, 2])
-    line = one_line_error(*run(cli, directory, "none")[::2])
-    assert line == (f"error: transformers cannot run this model (recurrent_gemma): ValueError: "
-                    f"{str(raised.value).splitlines()[0]}"), line
+    except ValueError as raised:  # transformers' own generate fails the same way
+        line = one_line_error(*run(cli, directory, "none")[::2])
+        assert line == (f"error: transformers cannot run this model (recurrent_gemma): ValueError: "
+                        f"{str(raised).splitlines()[0]}"), line
+    else:
+        plain_equals_transformers(cli, directory)
     line = one_line_error(*run(cli, directory, "ngram")[::2])
     assert line.startswith(f"error: {directory}: recurrent_gemma keeps recurrent state"), line
 
@@ -212,7 +228,7 @@ def test_the_check_passes_an_exact_cache_and_names_a_broken_rollback(monkeypatch
         assert "float64 allows 1e-06" in problem
 
 
-def test_the_check_leaves_out_the_output_head_only_where_the_head_is_position_wise():
+def test_the_check_leaves_out_the_output_head_only_where_the_head_is_position_wise(unmarked):
     """The head (152k rows on Qwen) is most of the check's cost: a model whose logits are a function of the hidden
     state at the same position (Llama 4) is checked without one product of it; RWKV, whose head is not on that list,
     keeps the logits comparison (and fails it)."""
@@ -235,7 +251,7 @@ SAME_64 = Alignment(target_rows=V, draft_rows=V, target_input_rows=V, draft_inpu
 
 
 @pytest.mark.parametrize("name", ["rwkv", "xlstm"])
-def test_generate_called_directly_hands_an_unusable_cache_to_transformers(name):
+def test_generate_called_directly_hands_an_unusable_cache_to_transformers(name, unmarked):
     """``decode.generate`` without a Session: plain decoding of a model whose cache the check refuses is
     transformers' own greedy output (it was wrong tokens for RWKV, an AttributeError for xLSTM)."""
     model = build(name)
@@ -244,7 +260,7 @@ def test_generate_called_directly_hands_an_unusable_cache_to_transformers(name):
     assert [list(s.token_ids) for s in result.sequences] == [reference(model, p, NEW) for p in prompts]
 
 
-def test_generate_called_directly_refuses_speculation_on_an_unusable_cache():
+def test_generate_called_directly_refuses_speculation_on_an_unusable_cache(unmarked):
     """The same one-line error the session gives (exit 2 on the command line), for the target and for a draft."""
     rwkv, target = build("rwkv"), build("llama4")
     for method, pair in (("ngram", {}), ("draft", {"draft": rwkv, "alignment": SAME_64})):

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic
-from .engines import EngineCommand, ServeOptions, engine_commands
+from .engines.commands import EngineCommand, ServeOptions, engine_commands
 from .errors import InputError, RefusedPair, UnsupportedModel
 from .profile import OUTPUT_SUFFIXES
 from .text import clip

@@ -18,7 +18,7 @@ from typing import Any
 from vocabcheck.demo import qwen
 from vocabcheck.demo.checkpoint import ModelShape, write_model
 
-FIXTURE_VERSION = "3"
+FIXTURE_VERSION = "4"
 
 
 def mistral_data() -> Path:

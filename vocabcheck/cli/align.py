@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .options import NoProbe
+from .options import NoProbe, whole_number
 
 from .output import emit_json
 
@@ -18,10 +18,13 @@ def align(
     force: bool = typer.Option(False, "--force", help="Replace --out if it exists and is not empty."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.align/1)."),
     num_speculative_tokens: int = typer.Option(5, "--num-speculative-tokens", "-k",
+                                               parser=whole_number("--num-speculative-tokens"),
                                                help="Draft tokens per step in the printed engine commands."),
     tensor_parallel_size: int = typer.Option(None, "--tensor-parallel-size",
+                                             parser=whole_number("--tensor-parallel-size"), metavar="N",
                                              help="The target's tensor-parallel size, passed to the engines."),
     draft_tensor_parallel_size: int = typer.Option(None, "--draft-tensor-parallel-size",
+                                                   parser=whole_number("--draft-tensor-parallel-size"), metavar="N",
                                                    help="vLLM's draft_tensor_parallel_size (1 or the target's)."),
     no_probe: NoProbe = False,
 ) -> None:
@@ -32,7 +35,7 @@ def align(
     Writes DIR atomically, checks that `compare TARGET DIR` says identical, then prints the engines' command lines.
     """
     from ..aligner import IncompatiblePair, align_draft
-    from ..engines import ServeOptions
+    from ..engines.commands import ServeOptions
     from ..render import align_report, terminal
 
     serve = ServeOptions(num_speculative_tokens, tensor_parallel_size, draft_tensor_parallel_size)

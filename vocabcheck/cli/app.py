@@ -41,16 +41,16 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from ..versions import lines
 
-        typer.echo(f"vocabcheck {__version__}")
+        typer.echo("\n".join(lines()))
         raise typer.Exit(0)
 
 
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version, and those of the libraries it runs on (for a bug report)."),
 ) -> None:
     """vocabcheck: compare tokenizers and embedding shapes, run and benchmark speculative decoding."""
     # --debug is read from the command line by main(), which prints tracebacks; nothing to keep here

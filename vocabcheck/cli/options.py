@@ -107,6 +107,20 @@ ProposalLength = Annotated[str, typer.Option(
     "-k", "--num-speculative-tokens", parser=proposal_lengths("-k / --num-speculative-tokens"),
     help="Tokens proposed per step: auto (chosen every step from measured costs and acceptance, 0-8) or a fixed "
          "1-64.")]
+def one_of(flag: str, choices: tuple[str, ...]) -> Callable[[object], str]:
+    """A parser for an option that takes one of a few words: one line for anything else."""
+    def parse(value: object) -> str:
+        word = str(value).strip().lower()
+        if word not in choices:
+            raise VocabcheckError(f"{flag} must be one of {', '.join(choices)}, not {value!r}")
+        return word
+    return parse
+
+
+ENGINE_CHOICES = ("vocabcheck", "vllm")
+Engine = Annotated[str, typer.Option("--engine", parser=one_of("--engine", ENGINE_CHOICES),
+                                     help="What runs the pair: vocabcheck's own decoder, or vLLM (an optional "
+                                          "dependency: pip install 'vocabcheck[vllm]').")]
 Device = Annotated[str, typer.Option("--device", callback=_device, help="auto, cpu, cuda or cuda:N.")]
 Dtype = Annotated[str, typer.Option("--dtype", callback=_dtype, help="auto, float32, bfloat16 or float16.")]
 AllowIncompatible = Annotated[bool, typer.Option(

@@ -9,7 +9,7 @@ import typer
 
 from .options import (
     ProposalLength,
-    AllowIncompatible, Device, Dtype, MaxNewTokens, NgramMax, NgramMin, Seed, Temperature, TopK, TopP, Translate,
+    AllowIncompatible, Device, Dtype, Engine, MaxNewTokens, NgramMax, NgramMin, Seed, Temperature, TopK, TopP, Translate,
     whole_number,
 )
 from .output import emit_json
@@ -36,6 +36,7 @@ def run(
     ngram_max: NgramMax = 3,
     device: Device = "auto",
     dtype: Dtype = "auto",
+    engine: Engine = "vocabcheck",
     allow_incompatible: AllowIncompatible = False,
     translate: Translate = False,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.run/1)."),
@@ -43,7 +44,8 @@ def run(
     """Generate with speculative decoding; prints the text, then acceptance and time per output token."""
     from ..decode import DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
-    from ..decode.session import RunRequest, start_session
+    from ..decode.session import RunRequest
+    from ..engines import open_session
     from ..errors import VocabcheckError
     from ..render import data, terminal
 
@@ -63,19 +65,29 @@ def run(
         _warn(note)
     out = terminal.console()
     err = terminal.console(stderr=True)
+    if engine == "vllm" and method != "none" and k == "auto":
+        from ..engines.vllm import AUTO_K
+
+        _warn(f"-k auto is vocabcheck's per-row controller; vLLM runs one k for every row: k = {AUTO_K} "
+              "(vocabcheck predict --engine vllm tells which k to serve with)")
+    request = RunRequest(target=target, draft=draft if method == "draft" else None, methods=(method,),
+                         device=device, dtype=dtype, allow_incompatible=allow_incompatible, translate=translate)
     with terminal.progress_line(err, "comparing the pair and loading the models" if method == "draft" else
                                 "loading the model"):
-        session = start_session(RunRequest(target=target, draft=draft if method == "draft" else None,
-                                           methods=(method,), device=device, dtype=dtype,
-                                           allow_incompatible=allow_incompatible, translate=translate),
-                                on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c),
-                                on_warning=_warn)
+        session = open_session(engine, request, debug=_debugging(),
+                               on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c),
+                               on_warning=_warn, progress=lambda line: print(line, file=sys.stderr))
     stream = (not json_out and len(prompts) == 1 and sys.stdout.isatty())
     printer = terminal.StreamPrinter(out, session.target_profile) if stream else None
-    result = session.generate(prompts, options, chat=chat, batch_size=batch_size,
-                              on_tokens=printer.on_tokens if printer else None)
+    if engine == "vllm":
+        with terminal.progress_line(err, "starting vLLM and generating"):
+            result = session.generate(prompts, options, chat=chat, batch_size=batch_size,
+                                      on_tokens=printer.on_tokens if printer else None)
+    else:
+        result = session.generate(prompts, options, chat=chat, batch_size=batch_size,
+                                  on_tokens=printer.on_tokens if printer else None)
     if json_out:
-        emit_json(data.run_document(session, result, sampling=options.sampling, seed=options.seed))
+        emit_json(data.run_document(session, result, sampling=options.sampling, seed=options.seed, options=options))
     else:
         if printer:
             printer.finish()
@@ -110,6 +122,13 @@ def _unused_knobs(options) -> list[str]:
     if sampling.greedy and (sampling.top_k, sampling.top_p) != (unwarped.top_k, unwarped.top_p):
         notes.append("--top-k/--top-p do nothing in greedy decoding (--temperature 0); ignored")
     return notes
+
+
+def _debugging() -> bool:
+    """--debug on the command line or VOCABCHECK_DEBUG: vLLM logs at INFO then."""
+    import os
+
+    return "--debug" in sys.argv or os.environ.get("VOCABCHECK_DEBUG", "") not in ("", "0")
 
 
 def _warn(text: str) -> None:

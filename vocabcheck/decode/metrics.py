@@ -76,6 +76,26 @@ def _grow(counts: list[int], positions: int) -> None:
         counts[j] += 1
 
 
+@dataclass(frozen=True)
+class EngineCounts:
+    """Drafted and accepted tokens as an engine that counts them itself reports them (vLLM's spec-decode counters):
+    totals, and by position where the engine gives them."""
+
+    drafted: int
+    accepted: int
+    drafted_at: tuple[int, ...] = ()
+    accepted_at: tuple[int, ...] = ()
+
+    def plus(self, other: EngineCounts | None) -> EngineCounts:
+        if other is None:
+            return self
+
+        def add(a, b):
+            return tuple(x + y for x, y in zip(a + (0,) * (len(b) - len(a)), b + (0,) * (len(a) - len(b))))
+        return EngineCounts(self.drafted + other.drafted, self.accepted + other.accepted,
+                            add(self.drafted_at, other.drafted_at), add(self.accepted_at, other.accepted_at))
+
+
 @dataclass
 class Metrics:
     """Counters and timers of one or more generate calls. Times are seconds; ``tpot_ms`` is the mean over rows of
@@ -94,6 +114,7 @@ class Metrics:
     target_s: float = 0.0
     total_s: float = 0.0
     ttft_s: float = 0.0
+    engine_counts: EngineCounts | None = None  # an engine's own draft counters: they replace the rows' sums
 
     def _sum(self, name: str) -> int:
         return sum(getattr(row, name) for row in self.rows)
@@ -109,11 +130,11 @@ class Metrics:
 
     @property
     def drafted(self) -> int:
-        return self._sum("drafted")
+        return self.engine_counts.drafted if self.engine_counts is not None else self._sum("drafted")
 
     @property
     def accepted(self) -> int:
-        return self._sum("accepted")
+        return self.engine_counts.accepted if self.engine_counts is not None else self._sum("accepted")
 
     @property
     def generated(self) -> int:
@@ -129,7 +150,7 @@ class Metrics:
 
     @property
     def proposed(self) -> int:
-        return self._sum("proposed")
+        return self.engine_counts.drafted if self.engine_counts is not None else self._sum("proposed")
 
     @property
     def proposal_length(self) -> float:
@@ -155,11 +176,11 @@ class Metrics:
 
     @property
     def drafted_at(self) -> list[int]:
-        return self._positions("drafted_at")
+        return list(self.engine_counts.drafted_at) if self.engine_counts is not None else self._positions("drafted_at")
 
     @property
     def accepted_at(self) -> list[int]:
-        return self._positions("accepted_at")
+        return list(self.engine_counts.accepted_at) if self.engine_counts is not None else self._positions("accepted_at")
 
     @property
     def acceptance_rate(self) -> float:
@@ -202,4 +223,6 @@ class Metrics:
             draft_s=self.draft_s + other.draft_s, target_s=self.target_s + other.target_s,
             total_s=self.total_s + other.total_s,
             ttft_s=min((m.ttft_s for m in (self, other) if m.rows), default=0.0),
+            engine_counts=other.engine_counts if self.engine_counts is None else
+            self.engine_counts.plus(other.engine_counts),
         )

@@ -65,6 +65,13 @@ class Session:
     draft_model: object | None
     eos_ids: tuple[int, ...] = field(default=())
     translator: Translator | None = None  # set where the draft runs translated (its tokenizer differs)
+    engine: str = "vocabcheck"  # the engine seam (vocabcheck.engines): this session is vocabcheck's own decoder
+
+    @property
+    def engine_version(self) -> str:
+        from .. import __version__
+
+        return __version__
 
     def encode(self, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
         return encode_prompts(self.target_profile, prompts, chat)
@@ -123,7 +130,7 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
     if request.draft is None:
         target_profile = profile_of(request.target)
     else:
-        target_profile, draft_profile, comparison, translator = _judge_draft(request, None, on_refusal,
+        target_profile, draft_profile, comparison, translator = judge_draft(request, None, on_refusal,
                                                                              on_warning or _warn)
     if any(method != "none" for method in request.methods):
         for profile in (target_profile, draft_profile):
@@ -149,7 +156,7 @@ def with_draft(session: Session, draft: str, *, translate: bool = False,
     :func:`start_session` does."""
     request = replace(session.request, draft=draft, translate=translate,
                       methods=tuple(dict.fromkeys(session.request.methods + ("draft",))))
-    _, draft_profile, comparison, translator = _judge_draft(request, session.target_profile, on_refusal,
+    _, draft_profile, comparison, translator = judge_draft(request, session.target_profile, on_refusal,
                                                             on_warning or _warn)
     check_rollback(draft_profile)
     draft_model = load_model(draft_profile, session.device, session.dtype)
@@ -158,7 +165,7 @@ def with_draft(session: Session, draft: str, *, translate: bool = False,
                    draft_model=draft_model, translator=translator)
 
 
-def _judge_draft(request: RunRequest, target_profile: ModelProfile | None, on_refusal, on_warning):
+def judge_draft(request: RunRequest, target_profile: ModelProfile | None, on_refusal, on_warning):
     """Both profiles, the comparison and the translator (the target's profile is read here unless given); an
     incompatible pair is refused (RefusedPair)."""
     if target_profile is None:

@@ -17,6 +17,8 @@ the model's own ``lm_head`` call; the model's decoder still computes the hidden 
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 
 from .head import cpu_head
@@ -44,6 +46,7 @@ class KVState:
         self.head = cpu_head(model) if fast_head and hidden_from is None else None
         # hidden states, for self.head or as the output
         self.decoder = model.get_decoder() if self.head is not None else hidden_from
+        self._cache_arg = cache_keyword(self.decoder if self.decoder is not None else self.model)
 
     @property
     def slots(self) -> int:
@@ -70,10 +73,10 @@ class KVState:
 
     def _logits(self, tokens, positions, mask, keep: int) -> torch.Tensor:
         if self.decoder is None:
-            return self.model(input_ids=tokens, attention_mask=mask, position_ids=positions, cache=self.cache,
-                              use_cache=True, logits_to_keep=keep).logits
-        out = self.decoder(input_ids=tokens, attention_mask=mask, position_ids=positions, cache=self.cache,
-                           use_cache=True)
+            return self.model(input_ids=tokens, attention_mask=mask, position_ids=positions, use_cache=True,
+                              logits_to_keep=keep, **{self._cache_arg: self.cache}).logits
+        out = self.decoder(input_ids=tokens, attention_mask=mask, position_ids=positions, use_cache=True,
+                           **{self._cache_arg: self.cache})
         hidden = out.last_hidden_state[:, -keep:]
         return hidden if self.head is None else self.head(hidden)
 
@@ -97,6 +100,14 @@ class KVState:
         self.real = self.real[rows]
         self.pos = self.pos[rows]
         self.length = self.length[rows]
+
+
+def cache_keyword(module) -> str:
+    """The keyword a model's ``forward`` takes its KV cache by: ``cache`` from transformers 5.24 on,
+    ``past_key_values`` before (5.18 to 5.23; vLLM 0.32 pins 5.19). An unknown keyword lands in ``**kwargs`` and
+    is ignored, so the model would run without the cache; asking the signature is the one place that tells."""
+    parameters = inspect.signature(module.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def _use_maskable_attention(model) -> None:

@@ -236,7 +236,7 @@ def metrics_document(m) -> dict[str, Any]:
     }
 
 
-def run_document(session, result, *, sampling, seed: int) -> dict[str, Any]:
+def run_document(session, result, *, sampling, seed: int, options=None) -> dict[str, Any]:
     comparison = session.comparison
     return {
         "schema": RUN_SCHEMA,
@@ -246,6 +246,10 @@ def run_document(session, result, *, sampling, seed: int) -> dict[str, Any]:
         "draft": session.draft_profile.spec if session.draft_profile is not None else None,
         "verdict": comparison.verdict.value if comparison is not None else None,
         "alignment": alignment_document(comparison.alignment) if comparison is not None else None,
+        "engine": {"name": getattr(session, "engine", "vocabcheck"),
+                   "version": getattr(session, "engine_version", __version__),
+                   **({"speculative_config": session.config_for(options)} if options is not None
+                      and hasattr(session, "config_for") else {})},
         "device": str(session.device),
         "dtype": str(session.dtype).removeprefix("torch."),
         "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p,

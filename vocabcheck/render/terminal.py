@@ -384,6 +384,8 @@ def print_metrics(out: Console, session, result) -> None:
     table.add_column("value", justify="right")
     table.add_row("method", m.method + (f", k = {m.k}" if m.method != "none" else "")
                   + (", translated through shared tokens" if m.translated else ""))
+    if getattr(session, "engine", "vocabcheck") != "vocabcheck":
+        table.add_row("engine", f"{session.engine} {session.engine_version}")
     table.add_row("device / dtype", f"{session.device} / {str(session.dtype).removeprefix('torch.')}")
     table.add_row("sequences / batch size", f"{len(result.sequences)} / {m.batch_size}")
     table.add_row("generated tokens", f"{m.generated:,}")

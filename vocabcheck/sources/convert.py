@@ -2,8 +2,9 @@
 
 - a model directory without tokenizer.json: transformers' ``AutoTokenizer`` (never with remote code), which picks the
   model's tokenizer class from tokenizer_config.json and converts vocab/merges or SentencePiece files;
-- a bare SentencePiece ``.model`` file: transformers' ``SpmConverter.build_tokenizer_from_spm_proto``, which follows
-  the model's own normalizer spec so that the result encodes like ``SentencePieceProcessor.encode``;
+- a bare SentencePiece ``.model`` file: parsed by transformers' ``SentencePieceExtractor`` and built by
+  :mod:`vocabcheck.sources.spm`, which follows the model's own normalizer spec so that the result encodes like
+  ``SentencePieceProcessor.encode`` on every supported transformers release;
 - tiktoken BPE ranks: vocabulary and merges in the layout Hugging Face publishes for tiktoken-born tokenizers
   (Qwen2/2.5: one merge per non-byte token, in rank order), see :func:`from_tiktoken_ranks`;
 - the tokenizer metadata of a GGUF file: transformers' GGUF tokenizer builders, see :func:`from_gguf_metadata`;
@@ -143,7 +144,9 @@ def _describe(exc: BaseException) -> str:
 def from_sentencepiece(path: Path) -> str:
     """tokenizer.json text for a SentencePiece ``.model`` file."""
     from tokenizers import AddedToken
-    from transformers.convert_slow_tokenizer import SentencePieceExtractor, SpmConverter
+    from transformers.convert_slow_tokenizer import SentencePieceExtractor
+
+    from .spm import tokenizer_from_proto
 
     try:
         proto = SentencePieceExtractor(str(path)).proto
@@ -153,18 +156,14 @@ def from_sentencepiece(path: Path) -> str:
     pieces = list(proto.pieces)
     if not pieces:
         raise InputError("SentencePiece model has no pieces", path)
-    if proto.trainer_spec.model_type == 1:  # Unigram
-        vocab: object = [(piece.piece, piece.score) for piece in pieces]
-    elif proto.trainer_spec.model_type == 2:  # BPE
-        vocab = {piece.piece: index for index, piece in enumerate(pieces)}
-    else:
+    if proto.trainer_spec.model_type not in (1, 2):  # Unigram, BPE
         raise UnsupportedModel(f"SentencePiece model type {proto.trainer_spec.model_type} is not BPE or Unigram",
                                path)
     try:
         with panic_output_dropped():
-            tokenizer = SpmConverter.build_tokenizer_from_spm_proto(proto, vocab)
+            tokenizer = tokenizer_from_proto(proto)
             if tokenizer is None:
-                raise InputError("transformers could not convert this SentencePiece model", path)
+                raise InputError("could not convert this SentencePiece model", path)
             # Unknown (2) and control (3) pieces are special; user-defined pieces (4) are added but not special.
             tokenizer.add_special_tokens([AddedToken(p.piece, special=True, normalized=False)
                                           for p in pieces if p.type in (2, 3)])
@@ -174,7 +173,7 @@ def from_sentencepiece(path: Path) -> str:
     except BaseException as exc:  # the converter and the tokenizers library on a damaged proto
         if not library_failure(exc) or isinstance(exc, InputError):
             raise
-        raise InputError(f"transformers could not convert this SentencePiece model: {_describe(exc)}",
+        raise InputError(f"could not convert this SentencePiece model: {_describe(exc)}",
                          path) from exc
 
 
@@ -320,6 +319,10 @@ def from_gguf_metadata(architecture: str, metadata: Mapping[str, object], where:
     }
     tokenizer_dict, config = grouped["tokenizer"], grouped["tokenizer_config"]
     config.pop("chat_template", None)  # the source carries it; the tokenizer does not need it
+    # the file's own flags, read here: transformers' key mapping names them only from 5.24 on
+    for name in ("add_bos_token", "add_eos_token"):
+        if isinstance(metadata.get(f"tokenizer.ggml.{name}"), bool):
+            config[name] = metadata[f"tokenizer.ggml.{name}"]
     tokenizer_type = tokenizer_dict.get("tokenizer_type")
     # the defaults transformers' get_gguf_tokenizer applies: llama.cpp adds BOS to a SentencePiece vocabulary that
     # does not say otherwise, and Gemma 4's chat template writes <bos> itself

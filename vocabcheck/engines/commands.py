@@ -51,7 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import VocabcheckError
+from ..errors import VocabcheckError
 
 DEFAULT_NUM_SPECULATIVE_TOKENS = 5  # the vLLM draft-model documentation's example value
 
