@@ -202,6 +202,8 @@ class BenchResult:
     failures: tuple[Failure, ...] = ()  # peers' cells that raised (ours never fail silently)
     repeats_done: int = 0  # repeats that ran over every cell
     cells_planned: int = 0
+    vllm_rows: tuple = ()  # bench --compare-vllm: vocabcheck.bench.vllm_rows.EngineRow per fixed-k cell
+    vllm_note: str = ""
 
     def row(self, method: str, batch_size: int, k: KValue | None = None) -> Row | None:
         return next((r for r in self.rows + self.hf_rows if r.method == method and r.batch_size == batch_size
@@ -213,7 +215,8 @@ class BenchResult:
 
     @property
     def lossless(self) -> bool:
-        return all(r.lossless is not False for r in self.rows + self.hf_rows)
+        return all(r.lossless is not False for r in self.rows + self.hf_rows) and \
+            all(r.identical is not False for r in self.vllm_rows)
 
     @property
     def partial(self) -> bool:

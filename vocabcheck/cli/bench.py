@@ -47,6 +47,9 @@ def bench(
                                help="Timed runs of every cell (the median is reported)."),
     compare_hf: bool = typer.Option(False, "--compare-hf", help="Also time transformers' assisted generation "
                                                                 "(batch 1)."),
+    compare_vllm: bool = typer.Option(False, "--compare-vllm", help="Also run every fixed-k cell on vLLM (an "
+                                                                    "optional dependency), each repeat paired with "
+                                                                    "vocabcheck's."),
     device: Device = "auto",
     dtype: Dtype = "auto",
     allow_incompatible: AllowIncompatible = False,
@@ -101,6 +104,8 @@ def bench(
         # the prediction runs before the measured cells, never inside one
         prediction = predict_cells(session, ids, plan, progress=say) if predict else None
         result = run_bench(session, ids, plan, progress=say, predict=prediction)
+        if compare_vllm and not result.interrupted:
+            result = _with_vllm(result, session, ids, plan, chosen, say)
     command = "vocabcheck " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vocabcheck bench"
     machine = machine_description()
     measured = bool(result.rows or result.hf_rows)
@@ -114,6 +119,21 @@ def bench(
         err.print(bench_report.interrupted_line(result, report=report if measured else None), soft_wrap=True)
         raise typer.Exit(130)
     raise typer.Exit(0 if result.lossless else 1)
+
+
+def _with_vllm(result, session, ids, plan, methods, say):
+    """The result with vLLM's rows: the same pair through :mod:`vocabcheck.engines.vllm`, paired cell by cell."""
+    import dataclasses
+
+    from ..bench.vllm_rows import run_vllm_rows
+    from ..engines import vllm
+
+    vllm.open_session(session.request, progress=say)  # vLLM installed, the draft aligned: before any cell starts
+    try:
+        rows, note = run_vllm_rows(session, ids, plan, methods, progress=say)
+    except KeyboardInterrupt:
+        return dataclasses.replace(result, interrupted=True)
+    return dataclasses.replace(result, vllm_rows=tuple(rows), vllm_note=note)
 
 
 def _session_methods(chosen: tuple[str, ...], predict: bool) -> tuple[str, ...]:

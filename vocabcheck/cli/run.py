@@ -65,11 +65,6 @@ def run(
         _warn(note)
     out = terminal.console()
     err = terminal.console(stderr=True)
-    if engine == "vllm" and method != "none" and k == "auto":
-        from ..engines.vllm import AUTO_K
-
-        _warn(f"-k auto is vocabcheck's per-row controller; vLLM runs one k for every row: k = {AUTO_K} "
-              "(vocabcheck predict --engine vllm tells which k to serve with)")
     request = RunRequest(target=target, draft=draft if method == "draft" else None, methods=(method,),
                          device=device, dtype=dtype, allow_incompatible=allow_incompatible, translate=translate)
     with terminal.progress_line(err, "comparing the pair and loading the models" if method == "draft" else
@@ -77,6 +72,11 @@ def run(
         session = open_session(engine, request, debug=_debugging(),
                                on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c),
                                on_warning=_warn, progress=lambda line: print(line, file=sys.stderr))
+    if engine == "vllm" and method != "none" and k == "auto":
+        from ..engines.vllm import AUTO_K
+
+        _warn(f"-k auto is vocabcheck's per-row controller; vLLM runs one k for every row: k = {AUTO_K} "
+              "(give -k N to choose it)")
     stream = (not json_out and len(prompts) == 1 and sys.stdout.isatty())
     printer = terminal.StreamPrinter(out, session.target_profile) if stream else None
     if engine == "vllm":

@@ -127,6 +127,7 @@ class EngineCommand:
     docs: str
     notes: tuple[str, ...] = ()
     speculative_config: Mapping[str, Any] | None = field(default=None)
+    validated_by: str | None = None  # the engine release whose own validator accepted it ("vLLM 0.32.0")
 
     def shell(self) -> str:
         """The command as one line for a POSIX shell (arguments quoted where needed)."""
@@ -135,7 +136,7 @@ class EngineCommand:
     def document(self) -> dict[str, Any]:
         return {"engine": self.engine, "command": self.shell(), "argv": list(self.argv), "docs": self.docs,
                 "speculative_config": None if self.speculative_config is None else dict(self.speculative_config),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), "validated_by": self.validated_by}
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,7 @@ def aligned_draft(comparison, cache: Path | None = None, progress: Callable[[str
         return out
     if progress:
         progress(f"aligning the draft to the target's {alignment.target_rows:,} rows for vLLM (kept in {out.parent})")
-    align_draft(target.location, draft.location, out, force=True, probe=False)
+    align_draft(target.location, draft.location, out, force=True, probe=False, validate=False)  # start() validates
     return out
 
 
@@ -270,13 +270,15 @@ def generate_batch(llm, prompt_ids: Sequence[Sequence[int]], params, on_tokens=N
 
 def sampling_params(options, eos_ids: Sequence[int], room: int):
     """vLLM's SamplingParams for vocabcheck's decode options: the same temperature, top-k (0: off), top-p, seed,
-    length budget and stop tokens (the target's generation eos ids)."""
+    length budget and stop tokens (the target's generation eos ids; none where the options ignore eos, as bench's
+    do)."""
     from vllm import SamplingParams
     from vllm.sampling_params import RequestOutputKind
 
     sampling = options.sampling
     return SamplingParams(temperature=sampling.temperature, top_k=sampling.top_k, top_p=sampling.top_p,
-                          seed=options.seed, max_tokens=room, stop_token_ids=list(eos_ids), ignore_eos=False,
+                          seed=options.seed, max_tokens=room,
+                          stop_token_ids=[] if options.ignore_eos else list(eos_ids), ignore_eos=options.ignore_eos,
                           output_kind=RequestOutputKind.CUMULATIVE, skip_special_tokens=True)
 
 

@@ -40,6 +40,9 @@ def print_aligned(out: Console, result: AlignResult) -> None:
     out.print(Text("Serve the pair:", style="bold"))
     for command in result.commands:
         out.print(Text(f"# {command.engine} ({command.docs})", style="dim"), soft_wrap=True)
+        if command.validated_by:
+            out.print(Text(f"# its speculative config passed {command.validated_by}'s own SpeculativeConfig "
+                           "validation", style="dim"), soft_wrap=True)
         print_command(out, command.shell())
 
 

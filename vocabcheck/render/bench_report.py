@@ -122,9 +122,29 @@ def detail_table(result: BenchResult) -> Table:
     return table
 
 
+VLLM_HEADER = ("method", "batch", "k", "vLLM TPOT ms", "vocabcheck TPOT ms", "vLLM / vocabcheck",
+               "vLLM tok/s", "vocabcheck tok/s", "accepted len vLLM / ours", "greedy identical")
+
+
+def _vllm_cells(row) -> list[str]:
+    same = {True: "yes", False: "NO", None: "n/a (sampled)"}[row.identical]
+    return [row.method, str(row.batch_size), "-" if row.method == "none" else str(row.k),
+            f"{row.vllm_tpot_ms:.2f}", f"{row.vocabcheck_tpot_ms:.2f}", f"{row.tpot_ratio:.2f}x",
+            f"{row.vllm_tokens_per_s:.1f}", f"{row.vocabcheck_tokens_per_s:.1f}",
+            f"{row.vllm_mean_accepted_length:.2f} / {row.vocabcheck_mean_accepted_length:.2f}", same]
+
+
 def print_bench(out: Console, result: BenchResult) -> None:
     print_table(out, summary_table(result))
     print_table(out, detail_table(result), heading_columns=2)
+    if result.vllm_rows:
+        table = Table(title="vLLM beside vocabcheck", title_justify="left")
+        for name in VLLM_HEADER:
+            table.add_column(name)
+        for row in result.vllm_rows:
+            table.add_row(*_vllm_cells(row))
+        print_table(out, table)
+        out.print(Text("vLLM: ", style="bold") + Text(result.vllm_note))
     for line in _failure_lines(result):
         out.print(Text("transformers: ", style="bold yellow") + Text(line))
     if result.hf_note:
@@ -182,6 +202,8 @@ def bench_document(result: BenchResult, *, target: str, draft: str | None, comma
         "hf_failed": [{"method": f.method, "batch_size": f.batch_size, "k": f.k, "reason": f.reason}
                       for f in result.failures],
         "hf_note": result.hf_note,
+        "vllm_rows": [row.document() for row in result.vllm_rows],
+        "vllm_note": result.vllm_note,
     }
 
 
@@ -225,6 +247,10 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
         lines += [f"- {escape(line)}" for line in _failure_lines(result)]
     if result.hf_note:
         lines += ["", f"transformers: {result.hf_note}"]
+    if result.vllm_rows:
+        lines += ["", "## vLLM beside vocabcheck", "", f"{result.vllm_note}.", "",
+                  "| " + " | ".join(VLLM_HEADER) + " |", "|" + "---|" * len(VLLM_HEADER)]
+        lines += ["| " + " | ".join(escape(c) for c in _vllm_cells(row)) + " |" for row in result.vllm_rows]
     lines += ["", "![TPOT per method and batch size](tpot.png)", "",
               "![Acceptance per draft position](acceptance.png)", ""]
     return document(lines)

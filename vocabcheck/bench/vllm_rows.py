@@ -1,0 +1,161 @@
+"""vLLM's rows beside vocabcheck's (``bench --compare-vllm``): the same cells on the same pair, prompts and
+stopping rule, timed as vocabcheck times them, each vLLM cell interleaved with vocabcheck's own run of that cell.
+
+vLLM fixes its speculative config (method, k) and batch size when its engine starts, and starting it takes tens of
+seconds, so each vLLM cell starts one engine and runs its repeats back to back; every vLLM repeat is paired with a
+repeat of the same cell on vocabcheck's decoder right after it, so the two columns of a row are measured side by
+side, under the same load, and the ratio is what the row reports. ``-k auto`` cells have no vLLM row (vLLM has one k
+for every row); the note says so.
+
+Every sequence generates exactly ``max_new_tokens`` tokens (eos ignored, as in the other rows). Greedy output is
+checked: every vLLM sequence must equal vocabcheck's for the same prompt.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .plan import AUTO, BenchPlan
+
+
+@dataclass(frozen=True)
+class EngineRow:
+    """One cell on vLLM and on vocabcheck, medians over the paired repeats."""
+
+    method: str
+    batch_size: int
+    k: int
+    vllm_tpot_ms: float
+    vocabcheck_tpot_ms: float
+    vllm_tokens_per_s: float
+    vocabcheck_tokens_per_s: float
+    vllm_mean_accepted_length: float
+    vocabcheck_mean_accepted_length: float
+    repeats: int
+    identical: bool | None  # greedy: every vLLM sequence equals vocabcheck's; None when sampling
+
+    @property
+    def tpot_ratio(self) -> float:
+        """vLLM's TPOT over vocabcheck's, from the paired repeats (below 1: vLLM is faster)."""
+        return self.vllm_tpot_ms / self.vocabcheck_tpot_ms if self.vocabcheck_tpot_ms else float("nan")
+
+    def document(self) -> dict[str, Any]:
+        return {"method": self.method, "batch_size": self.batch_size, "k": self.k,
+                "vllm": {"tpot_ms": self.vllm_tpot_ms, "tokens_per_s": self.vllm_tokens_per_s,
+                         "mean_accepted_length": self.vllm_mean_accepted_length},
+                "vocabcheck": {"tpot_ms": self.vocabcheck_tpot_ms, "tokens_per_s": self.vocabcheck_tokens_per_s,
+                               "mean_accepted_length": self.vocabcheck_mean_accepted_length},
+                "tpot_ratio": self.tpot_ratio, "repeats": self.repeats, "identical": self.identical}
+
+
+def vllm_cells(plan: BenchPlan, methods: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(method, batch size, k) of every cell vLLM can run: fixed k only."""
+    return [(m, b, 0 if m == "none" else k) for b in plan.batch_sizes for m in methods
+            for k in ((0,) if m == "none" else [k for k in plan.ks if k != AUTO])]
+
+
+class EngineProcess:
+    """One vLLM engine in its own process (:mod:`vocabcheck.engines.vllm_worker`), kept while its cell's repeats
+    run; its log goes to a file, shown (last line) only if it fails."""
+
+    def __init__(self, job: dict[str, Any]):
+        import subprocess
+        import sys
+        import tempfile
+
+        self.log = tempfile.TemporaryFile(mode="w+")
+        self.process = subprocess.Popen([sys.executable, "-m", "vocabcheck.engines.vllm_worker"], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        self.ready = self._ask(job)  # answered once the engine has started and run every prompt once
+
+    def _ask(self, document: dict[str, Any]) -> dict[str, Any]:
+        import json
+
+        from ..errors import VocabcheckError
+
+        self.process.stdin.write(json.dumps(document) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        answer = json.loads(line) if line.strip() else {"error": self._last_log_line()}
+        if "error" in answer:
+            self.close()
+            raise VocabcheckError(f"vLLM: {answer['error']}")
+        return answer
+
+    def _last_log_line(self) -> str:
+        self.process.wait(timeout=60)
+        self.log.seek(0)
+        lines = [line.strip() for line in self.log.read().splitlines() if line.strip()]
+        return lines[-1] if lines else f"the vLLM process ended (exit code {self.process.returncode})"
+
+    def run(self, tokens: int) -> dict[str, Any]:
+        return self._ask({"tokens": tokens})
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            try:
+                self.process.stdin.write('{"quit": true}\n')
+                self.process.stdin.flush()
+                self.process.wait(timeout=120)
+            except (OSError, ValueError):
+                pass
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+
+
+def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, methods: Sequence[str],
+                  progress: Callable[[str], None] | None = None) -> tuple[list[EngineRow], str]:
+    """Measure every fixed-k cell on vLLM, each repeat paired with vocabcheck's (``session``) run of the cell."""
+    from .run import _batches, _run_ours
+
+    say = progress or (lambda message: None)
+    request = session.request
+    rows, version, device = [], "", ""
+    for method, batch_size, k in vllm_cells(plan, methods):
+        options = plan.cell_options(method, k if method != "none" else 0)
+        batches = _batches(prompts, batch_size)
+        sampling = plan.options.sampling
+        job = {"target": request.target, "draft": request.draft if method == "draft" else None, "method": method,
+               "k": k if method != "none" else 0, "seed": plan.options.seed, "ngram_min": options.ngram_min,
+               "ngram_max": options.ngram_max, "batch_size": batch_size, "device": request.device,
+               "dtype": request.dtype, "prompts": [ids for batch in batches for ids in batch],
+               "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}}
+        label = f"vLLM {method}, batch {batch_size}" + (f", k={k}" if method != "none" else "")
+        say(f"starting vLLM and warming up: {label}")
+        engine = EngineProcess(job)
+        try:
+            version, device = engine.ready["version"], engine.ready["device"]
+            for _ in range(plan.warmup):
+                _run_ours(session, batches[:1], replace(options, max_new_tokens=min(8, plan.max_new_tokens)))
+            theirs, ours = [], []
+            for repeat in range(plan.repeat):
+                say(f"repeat {repeat + 1}/{plan.repeat}: {label}, then vocabcheck's")
+                theirs.append(engine.run(plan.max_new_tokens))
+                run = _run_ours(session, batches, replace(options, max_new_tokens=plan.max_new_tokens))
+                if run is None:
+                    raise KeyboardInterrupt
+                ours.append(run)
+        finally:
+            engine.close()
+        identical = None
+        if sampling.greedy:
+            identical = all([tuple(ids) for ids in t["token_ids"]] == list(o[1]) for t, o in zip(theirs, ours))
+        rows.append(EngineRow(
+            method=method, batch_size=batch_size, k=k,
+            vllm_tpot_ms=statistics.median(t["tpot_ms"] for t in theirs),
+            vocabcheck_tpot_ms=statistics.median(o[0].tpot_ms for o in ours),
+            vllm_tokens_per_s=statistics.median(t["tokens_per_s"] for t in theirs),
+            vocabcheck_tokens_per_s=statistics.median(o[0].tokens_per_s for o in ours),
+            vllm_mean_accepted_length=statistics.median(t["mean_accepted_length"] for t in theirs),
+            vocabcheck_mean_accepted_length=statistics.median(o[0].mean_accepted_length for o in ours),
+            repeats=plan.repeat, identical=identical))
+    skipped = AUTO in plan.ks and any(m != "none" for m in methods)
+    note = (f"vLLM {version} on {device}, one engine process per cell; each vLLM repeat paired with vocabcheck's "
+            "run of the same cell right after it; eos ignored"
+            + ("; no vLLM row for -k auto (vLLM runs one k for every row)" if skipped else ""))
+    return rows, note
