@@ -324,8 +324,7 @@ def _copy(src: Path, dst: Path) -> None:
 
 
 def align_draft(target: str, draft: str, out: str | Path, *, force: bool = False, probe: bool = True,
-                serve: ServeOptions = ServeOptions(), chunk_bytes: int = CHUNK_BYTES,
-                validate: bool = True) -> AlignResult:
+                serve: ServeOptions = ServeOptions(), chunk_bytes: int = CHUNK_BYTES) -> AlignResult:
     """What ``vocabcheck align`` does: check ``serve`` and ``out``, compare ``target`` and ``draft``, write the
     aligned draft into ``out`` (see the module docstring), and give the engines' command lines for the pair.
 
@@ -338,29 +337,4 @@ def align_draft(target: str, draft: str, out: str | Path, *, force: bool = False
     serve.check()
     check_out(Path(out), force=force, inputs=tuple(Path(p) for p in (target, draft) if Path(p).exists()))
     result = _write(plan(compare(target, draft, probe=probe)), Path(out), force=force, chunk_bytes=chunk_bytes)
-    commands = engine_commands(target, str(out), serve)
-    if validate:
-        commands = _validated(target, Path(out), commands)
-    return dataclasses.replace(result, commands=commands)
-
-
-def _validated(target: str, out: Path, commands: tuple[EngineCommand, ...]) -> tuple[EngineCommand, ...]:
-    """The commands, the vLLM one checked by vLLM's own ``SpeculativeConfig`` where vLLM is installed (its config
-    exactly as printed). A draft vLLM refuses is removed again and the refusal is the error: nothing half-way."""
-    import importlib.util
-
-    if importlib.util.find_spec("vllm") is None:
-        return commands
-    from .engines import vllm
-
-    checked = []
-    for command in commands:
-        if command.engine == "vllm" and command.speculative_config is not None:
-            try:
-                vllm.validate(target, dict(command.speculative_config))
-            except InputError:
-                shutil.rmtree(out, ignore_errors=True)
-                raise
-            command = dataclasses.replace(command, validated_by=f"vLLM {vllm.version()}")
-        checked.append(command)
-    return tuple(checked)
+    return dataclasses.replace(result, commands=engine_commands(target, str(out), serve))

@@ -36,6 +36,7 @@ def align(
     """
     from ..aligner import IncompatiblePair, align_draft
     from ..engines.commands import ServeOptions
+    from ..engines.vllm import validated
     from ..render import align_report, terminal
 
     serve = ServeOptions(num_speculative_tokens, tensor_parallel_size, draft_tensor_parallel_size)
@@ -45,6 +46,7 @@ def align(
         if json_out:
             emit_json(align_report.refusal_document(refused.comparison, out))
         raise
+    result = validated(result)  # by vLLM's own SpeculativeConfig, where vLLM is installed
     if json_out:
         emit_json(align_report.align_document(result))
     else:

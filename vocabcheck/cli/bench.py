@@ -126,9 +126,9 @@ def _with_vllm(result, session, ids, plan, methods, say):
     import dataclasses
 
     from ..bench.vllm_rows import run_vllm_rows
-    from ..engines import vllm
+    from ..engines import vllm_session
 
-    vllm.open_session(session.request, progress=say)  # vLLM installed, the draft aligned: before any cell starts
+    vllm_session.open_session(session.request, progress=say)  # vLLM installed, the draft aligned: before any cell starts
     try:
         rows, note = run_vllm_rows(session, ids, plan, methods, progress=say)
     except KeyboardInterrupt:

@@ -6,7 +6,8 @@ An engine session has the interface of vocabcheck's own :class:`~vocabcheck.deco
 Every engine takes the pair's verdict and alignment from :mod:`vocabcheck.verdict`; none re-derives compatibility.
 
 - ``vocabcheck``: its own decoder (:mod:`vocabcheck.decode`), the default;
-- ``vllm``: vLLM (:mod:`vocabcheck.engines.vllm`), an optional dependency.
+- ``vllm``: vLLM (:mod:`vocabcheck.engines.vllm`: what maps to what; :mod:`~vocabcheck.engines.vllm_session`: the
+  run; :mod:`~vocabcheck.engines.vllm_worker`: one engine in a process of its own), an optional dependency.
 
 :mod:`vocabcheck.engines.commands` builds the ``vllm serve`` and SGLang command lines ``align`` prints. SGLang would
 follow as one more module here with an ``open_session``.
@@ -25,9 +26,9 @@ def open_session(engine: str, request, *, debug: bool = False, on_refusal=None, 
     """A session of ``engine`` for ``request`` (a :class:`~vocabcheck.decode.session.RunRequest`): the pair
     compared and an incompatible one refused, then the models loaded (vocabcheck) or the engine prepared (vLLM)."""
     if engine == "vllm":
-        from . import vllm
+        from . import vllm_session
 
-        return vllm.open_session(request, debug=debug, on_refusal=on_refusal, on_warning=on_warning,
+        return vllm_session.open_session(request, debug=debug, on_refusal=on_refusal, on_warning=on_warning,
                                  progress=progress)
     if engine != DEFAULT_ENGINE:
         from ..errors import VocabcheckError

@@ -27,7 +27,7 @@ def main() -> int:
     from ..decode import DecodeOptions, Sampling
     from ..decode.loading import Prompt
     from ..decode.session import RunRequest
-    from . import vllm
+    from . import vllm_session
 
     job = json.loads(sys.stdin.readline())
     sampling = Sampling(**job["sampling"])
@@ -35,7 +35,7 @@ def main() -> int:
                             ngram_min=job["ngram_min"], ngram_max=job["ngram_max"], sampling=sampling,
                             ignore_eos=True)
     try:
-        session = vllm.open_session(RunRequest(target=job["target"], draft=job["draft"],
+        session = vllm_session.open_session(RunRequest(target=job["target"], draft=job["draft"],
                                                methods=(job["method"],), device=job["device"], dtype=job["dtype"]))
         prompts = [list(p) for p in job["prompts"]]
         texts = [Prompt(None)] * len(prompts)
