@@ -144,3 +144,23 @@ def test_an_incompatible_pair_is_refused_before_vllm_starts(cli, vllm_pair, tmp_
     code, out, err = cli(*run_args(target, swapped, "draft", "vllm"))
     assert code == 1, err
     assert "refused: the pair is incompatible" in err
+
+
+def test_bench_puts_vllm_s_rows_beside_vocabcheck_s_with_the_same_greedy_tokens(vllm_pair, tmp_path):
+    """One vLLM engine process per cell, each repeat paired with vocabcheck's; a fixed k only (auto has no row)."""
+    target, draft = vllm_pair
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(p.replace("\n", " ") for p in PROMPTS) + "\n", encoding="utf-8")
+    done = vocabcheck_cli("bench", target, draft, "--methods", "none,draft", "-k", "2,auto", "--batch-sizes", 2,
+                          "--max-new-tokens", 8, "--prompts", prompts, "--warmup", 0, "--repeat", 1,
+                          "--compare-vllm", "--device", "cpu", "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    document = json.loads(done.stdout)
+    rows = {(r["method"], r["k"]): r for r in document["vllm_rows"]}
+    assert set(rows) == {("none", 0), ("draft", 2)}
+    for row in rows.values():
+        assert row["identical"] is True and row["batch_size"] == 2 and row["repeats"] == 1
+        assert row["vllm"]["tpot_ms"] > 0 and row["vocabcheck"]["tpot_ms"] > 0
+        assert row["tpot_ratio"] == pytest.approx(row["vllm"]["tpot_ms"] / row["vocabcheck"]["tpot_ms"])
+    assert rows[("draft", 2)]["vllm"]["mean_accepted_length"] > 1.0  # the draft proposed and was accepted
+    assert "no vLLM row for -k auto" in document["vllm_note"]
