@@ -28,6 +28,51 @@ class NotARegularFile(OSError):
     """The path holds a FIFO, a device node or a socket, which a writer does not replace."""
 
 
+class TooLarge(OSError):
+    """A file larger than its reader's cap, refused before it is read."""
+
+
+def read_regular(path: str | Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, a regular file of at most ``max_bytes``: a FIFO, a device, a socket or a symbolic link
+    is refused (:class:`NotARegularFile`) without blocking or following it, a larger file (:class:`TooLarge`) before
+    any of it is read, and a file that grows while it is read is cut at the cap and refused too."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotARegularFile(errno.ELOOP, "is a symbolic link; vocabcheck reads kept state only from a regular "
+                                               "file", str(path)) from exc
+        raise
+    try:
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
+            kind = next((name for test, name in _KINDS if test(found.st_mode)), "not a regular file")
+            raise NotARegularFile(errno.EINVAL, f"is {kind}, not a regular file", str(path))
+        if found.st_size > max_bytes:
+            raise TooLarge(errno.EFBIG, f"is {found.st_size:,} bytes, over the {max_bytes:,} this reader takes",
+                           str(path))
+        chunks, size = [], 0
+        while size <= max_bytes:
+            chunk = os.read(fd, min(1 << 20, max_bytes + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise TooLarge(errno.EFBIG, f"grew past the {max_bytes:,} bytes this reader takes", str(path))
+    return data
+
+
+def replace_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` through a temporary file and an atomic rename, whatever is at ``path`` (a symbolic
+    link, a FIFO, a device node is replaced, never written through): for vocabcheck's own kept state."""
+    return _replace(Path(path), data)
+
+
 def write_bytes(path: str | Path, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary file in the same directory and an atomic rename; to the
     process's standard output or error when ``path`` names it; :class:`NotARegularFile` for another special file."""
@@ -36,6 +81,10 @@ def write_bytes(path: str | Path, data: bytes) -> Path:
     if stream is not None:
         _write_through(stream, data)
         return path
+    return _replace(path, data)
+
+
+def _replace(path: Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

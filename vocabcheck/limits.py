@@ -18,6 +18,15 @@ MAX_NORMALIZED_CHARS = 65_536
 NORMALIZED_CHARS_ENV = "VOCABCHECK_MAX_NORMALIZED_CHARS"
 LONGEST_PROBE_TEXT = 128  # characters; the probe's texts are shorter
 
+# Prompt files (run, bench, predict): checked before anything is tokenised.
+MAX_PROMPT_FILE_BYTES = 64 << 20
+PROMPT_FILE_BYTES_ENV = "VOCABCHECK_MAX_PROMPT_FILE_BYTES"
+MAX_PROMPTS = 100_000
+PROMPTS_ENV = "VOCABCHECK_MAX_PROMPTS"
+MAX_PROMPT_CHARS = 1 << 20  # one prompt (or response, or chat message), in characters
+PROMPT_CHARS_ENV = "VOCABCHECK_MAX_PROMPT_CHARS"
+MAX_JSONL_DEPTH = 32  # nesting of one JSONL prompt line (a chat message list is 3 deep)
+
 
 def cap_from_env(name: str, default: int, unit: str) -> int:
     """A limit: ``default``, or the positive whole number the environment variable ``name`` holds (``_`` and ``,``

@@ -10,7 +10,8 @@ from pathlib import Path
 import typer
 
 from .options import (
-    AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate, proposal_lengths, whole_number,
+    MAX_BATCH_SIZE, MAX_REPEAT, MAX_WARMUP, AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate,
+    proposal_lengths, whole_number,
 )
 from .output import emit_json
 
@@ -41,9 +42,9 @@ def bench(
                                                          "function openings from Python's standard library."),
     prompt_format: str = typer.Option(None, "--prompt-format", help="text or jsonl (default: jsonl for a .jsonl "
                                                                     "--prompts file, text otherwise)."),
-    warmup: int = typer.Option(1, "--warmup", parser=whole_number("--warmup", 0),
+    warmup: int = typer.Option(1, "--warmup", parser=whole_number("--warmup", 0, MAX_WARMUP),
                                help="Untimed runs of every cell first."),
-    repeat: int = typer.Option(3, "--repeat", parser=whole_number("--repeat", 1),
+    repeat: int = typer.Option(3, "--repeat", parser=whole_number("--repeat", 1, MAX_REPEAT),
                                help="Timed runs of every cell (the median is reported)."),
     compare_hf: bool = typer.Option(False, "--compare-hf", help="Also time transformers' assisted generation "
                                                                 "(batch 1)."),
@@ -81,6 +82,8 @@ def bench(
                         f"after the first), not {max_new_tokens}")
     if any(b < 1 for b in sizes):
         raise VocabcheckError("--batch-sizes must be positive")
+    if any(b > MAX_BATCH_SIZE for b in sizes):
+        raise VocabcheckError(f"--batch-sizes must be at most {MAX_BATCH_SIZE:,}, not {max(sizes):,}")
     unknown = [m for m in chosen if m not in METHODS]
     if unknown:
         raise VocabcheckError(f"--methods: unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
@@ -95,7 +98,8 @@ def bench(
     with terminal.progress_line(err, "loading the models"):
         session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None,
                                            methods=_session_methods(chosen, predict), device=device, dtype=dtype,
-                                           allow_incompatible=allow_incompatible, translate=translate),
+                                           allow_incompatible=allow_incompatible, translate=translate,
+                                           max_new_tokens=max_new_tokens),
                                 on_refusal=lambda c: terminal.print_refusal(err, c))
     ids = session.encode(texts, chat=False)
     quiet = json_out or not sys.stderr.isatty()

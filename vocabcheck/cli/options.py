@@ -26,8 +26,9 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?")
 
 
-def whole_number(flag: str, minimum: int | None = None) -> Callable[[object], int]:
-    """A parser for an integer option: one line for anything else (``-k four``, ``--seed 1.5``)."""
+def whole_number(flag: str, minimum: int | None = None, maximum: int | None = None) -> Callable[[object], int]:
+    """A parser for an integer option: one line for anything else (``-k four``, ``--seed 1.5``) and for a number
+    outside [minimum, maximum]."""
     def parse(value: object) -> int:
         if isinstance(value, int):
             number = value
@@ -38,8 +39,22 @@ def whole_number(flag: str, minimum: int | None = None) -> Callable[[object], in
                 raise VocabcheckError(f"{flag} takes a whole number, not {value!r}") from None
         if minimum is not None and number < minimum:
             raise VocabcheckError(f"{flag} must be at least {minimum}, not {number}")
+        if maximum is not None and number > maximum:
+            raise VocabcheckError(f"{flag} must be at most {maximum:,}, not {_short(number)}")
         return number
     return parse
+
+
+def _short(number: int) -> str:
+    return f"{number:,}" if abs(number) < 10**15 else f"about 10^{len(str(abs(number))) - 1}"
+
+
+# the largest counts any command takes (one home: every option that takes one uses these)
+MAX_NEW_TOKENS = 1 << 20  # and the model's context, checked once it is read
+MAX_BATCH_SIZE = 4096
+MAX_SEED = 2**63 - 1  # torch's generator takes a signed 64-bit seed
+MAX_WARMUP = 100
+MAX_REPEAT = 1000
 
 
 def real_number(flag: str) -> Callable[[object], float]:
@@ -90,7 +105,8 @@ def _dtype(value: str) -> str:
 NoProbe = Annotated[bool, typer.Option("--no-probe", help="Skip the encoding probe of differing tokenizers.")]
 
 # decoding (run, bench)
-MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", parser=whole_number("--max-new-tokens"),
+MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens",
+                                           parser=whole_number("--max-new-tokens", maximum=MAX_NEW_TOKENS),
                                            help="Tokens to generate per prompt.")]
 Temperature = Annotated[float, typer.Option("--temperature", parser=real_number("--temperature"),
                                             help="0 is greedy; above 0 tokens are sampled.")]
@@ -98,7 +114,9 @@ TopK = Annotated[int, typer.Option("--top-k", parser=whole_number("--top-k"),
                                    help="Keep the k most likely tokens (0: off).")]
 TopP = Annotated[float, typer.Option("--top-p", parser=real_number("--top-p"),
                                      help="Nucleus sampling mass, in (0, 1] (1: off).")]
-Seed = Annotated[int, typer.Option("--seed", parser=whole_number("--seed"), help="Seed of the sampler.")]
+Seed = Annotated[int, typer.Option("--seed", parser=whole_number("--seed", 0, MAX_SEED), help="Seed of the sampler.")]
+BatchSize = Annotated[int, typer.Option("--batch-size", parser=whole_number("--batch-size", 1, MAX_BATCH_SIZE),
+                                        help="Prompts run together (left-padded).")]
 NgramMin = Annotated[int, typer.Option("--ngram-min", parser=whole_number("--ngram-min"),
                                        help="Shortest n-gram to match.")]
 NgramMax = Annotated[int, typer.Option("--ngram-max", parser=whole_number("--ngram-max"),

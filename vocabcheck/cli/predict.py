@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from .options import BatchSize, Device, Dtype, MaxNewTokens, NgramMax, NgramMin, Seed, TopK, TopP
 from .output import emit_json
 
 
@@ -23,31 +24,34 @@ def predict(
     chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
     k: str = typer.Option("1,2,3,4,5,6,7,8", "-k", "--num-speculative-tokens",
                           help="The k values to predict, comma-separated (1-64)."),
-    max_new_tokens: int = typer.Option(64, "--max-new-tokens", help="Tokens per prompt, as `run` would generate."),
+    max_new_tokens: MaxNewTokens = 64,
     temperature: list[float] = typer.Option(None, "--temperature",
                                             help="Also predict sampling at this temperature; repeat for several."),
-    top_k: int = typer.Option(0, "--top-k", help="Top-k of the sampled predictions (0: off)."),
-    top_p: float = typer.Option(1.0, "--top-p", help="Top-p of the sampled predictions (1: off)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sampled sequences."),
-    batch_size: int = typer.Option(1, "--batch-size", help="Prompts `run` would run together."),
+    top_k: TopK = 0,
+    top_p: TopP = 1.0,
+    seed: Seed = 0,
+    batch_size: BatchSize = 1,
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Sequences run to --max-new-tokens (as bench)."),
     ngram: bool = typer.Option(True, "--ngram/--no-ngram", help="Predict n-gram lookup too."),
-    ngram_min: int = typer.Option(1, "--ngram-min", help="Shortest n-gram to match."),
-    ngram_max: int = typer.Option(3, "--ngram-max", help="Longest n-gram to match."),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("auto", "--dtype", help="auto, float32, bfloat16 or float16."),
+    ngram_min: NgramMin = 1,
+    ngram_max: NgramMax = 3,
+    device: Device = "auto",
+    dtype: Dtype = "auto",
     json_out: bool = typer.Option(False, "--json", help="Print the prediction as JSON (schema vocabcheck.predict/1)."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the prediction as Markdown."),
     report: Path = typer.Option(None, "--report", help="Write predict.md, predict.json and speedup.png here."),
 ) -> None:
     """Predict the acceptance, best k and speedup of each draft, ranked, without running speculation."""
-    from ..decode import DecodeOptions
+    from ..decode import DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..errors import BadOption, VocabcheckError
     from ..predict.predictor import PredictRequest, predict as run_prediction
     from ..render import predict_report, terminal
 
     predict_report.check_destination(report)  # before anything runs: one line, exit code 2
+    Sampling(temperature=1.0, top_k=top_k, top_p=top_p)  # run's checks of top-k and top-p, before anything loads
+    for value in temperature or ():
+        Sampling(temperature=value)
     request = PredictRequest(
         target=target, drafts=tuple(drafts or ()), k_values=_k_values(k, BadOption),
         temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=batch_size, chat=chat,

@@ -9,7 +9,7 @@ import typer
 
 from .options import (
     ProposalLength,
-    AllowIncompatible, Device, Dtype, Engine, MaxNewTokens, NgramMax, NgramMin, Seed, Temperature, TopK, TopP, Translate,
+    AllowIncompatible, BatchSize, Device, Dtype, Engine, MaxNewTokens, NgramMax, NgramMin, Seed, Temperature, TopK, TopP, Translate,
     whole_number,
 )
 from .output import emit_json
@@ -30,8 +30,7 @@ def run(
     top_k: TopK = 0,
     top_p: TopP = 1.0,
     seed: Seed = 0,
-    batch_size: int = typer.Option(1, "--batch-size", parser=whole_number("--batch-size", 1),
-                                   help="Prompts run together (left-padded)."),
+    batch_size: BatchSize = 1,
     ngram_min: NgramMin = 1,
     ngram_max: NgramMax = 3,
     device: Device = "auto",
@@ -66,7 +65,8 @@ def run(
     out = terminal.console()
     err = terminal.console(stderr=True)
     request = RunRequest(target=target, draft=draft if method == "draft" else None, methods=(method,),
-                         device=device, dtype=dtype, allow_incompatible=allow_incompatible, translate=translate)
+                         device=device, dtype=dtype, allow_incompatible=allow_incompatible, translate=translate,
+                         max_new_tokens=max_new_tokens)
     with terminal.progress_line(err, "comparing the pair and loading the models" if method == "draft" else
                                 "loading the model"):
         session = open_session(engine, request, debug=_debugging(),
@@ -94,8 +94,10 @@ def run(
         else:
             terminal.print_texts(out, session, result)
         terminal.print_metrics(out, session, result)
-    if result.interrupted:  # Ctrl-C: what was generated so far is printed above
-        raise typer.Exit(130)
+    if result.interrupted:  # Ctrl-C, SIGTERM, SIGHUP: what was generated so far is printed above
+        from .. import interrupts
+
+        raise typer.Exit(interrupts.report(result.signum))
 
 
 def _unused_options(method: str, draft: str | None, translate: bool) -> list[str]:

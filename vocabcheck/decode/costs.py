@@ -55,6 +55,10 @@ from collections.abc import Callable
 from .measured import MachineStore
 
 PRIOR_ACCEPTED, PRIOR_REJECTED = 1.0, 1.0  # a row's acceptance prior, Beta(1, 1), and the weight of the pooled one
+# what a kept fit may hold: a plain step between a microsecond and ten minutes, sums no larger than a million steps
+# of that could make; anything else was not measured here and is measured again
+KEPT_UNIT_S = (1e-6, 600.0)
+KEPT_BOUND = 1e12
 COST_MEMORY = 0.95  # weight kept per step by the older step times
 PRIOR_WEIGHT = 0.02  # the ridge's weight on the prior's coefficients (a measured step weighs 1): a few measured steps
 # outweigh it, so that where the prior is wrong (it assumes cheap slots; a CPU at batch 16 pays nearly a plain row per
@@ -104,10 +108,10 @@ class LiveFit:
             unit = float(state["unit"])
         except (TypeError, KeyError, ValueError, IndexError):
             return None
-        if ([len(row) for row in xx] != [FEATURES] * FEATURES or len(xt) != FEATURES or unit <= 0
-                or not all(math.isfinite(v) for v in [unit, *xt, *(v for row in xx for v in row)])
-                or min(xx[i][i] for i in range(FEATURES)) < 0):
-            return None
+        if ([len(row) for row in xx] != [FEATURES] * FEATURES or len(xt) != FEATURES
+                or not all(math.isfinite(v) and abs(v) <= KEPT_BOUND for v in [*xt, *(v for row in xx for v in row)])
+                or not KEPT_UNIT_S[0] <= unit <= KEPT_UNIT_S[1] or min(xx[i][i] for i in range(FEATURES)) < 0):
+            return None  # not something this machine could have measured: measured again instead
         fit = cls(rows)
         fit.xx, fit.xt, fit.unit = xx, xt, unit
         return fit
@@ -270,8 +274,21 @@ class StepCosts:
         if fit is None or fit.unit is None:
             return self._prior(live, draft, slots)
         if fit.fit is None:
-            fit.fit = self._solve(fit)
+            fit.fit = self._solve_or_prior(fit, live)
         return max(sum(c * x for c, x in zip(fit.fit, features(live, draft, slots, catch_up))), 1e-3 * fit.unit)
+
+    def _solve_or_prior(self, fit: LiveFit, live: int) -> list[float]:
+        """The fit's coefficients, or the prior's where the normal equations cannot be solved to finite values
+        (a kept state no process measured): never a crash, and the next measured steps refit."""
+        try:
+            solved = self._solve(fit)
+        except (ZeroDivisionError, OverflowError):
+            solved = []
+        if len(solved) == FEATURES and all(math.isfinite(v) for v in solved):
+            return solved
+        unit = fit.unit if fit.unit and math.isfinite(fit.unit) else 1.0
+        return [unit * (1.0 - SLOT_SHARE), 0.0, unit * self.draft_share, unit * SLOT_SHARE / fit.rows,
+                unit * self.draft_share * CATCH_UP_SHARE]
 
     def _solve(self, fit: LiveFit) -> list[float]:
         """The ridge solution: the measured steps' least squares, each coefficient held towards the prior's

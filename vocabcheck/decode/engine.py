@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..interrupts import Terminated, signal_of
+
 from ..verdict import Alignment
 from .cache_check import check_models
 from .controller import AdaptiveLength, FixedLength
@@ -120,18 +122,18 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
         return generate_plain(target, prompts, options, eos_ids, on_tokens)
     batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, translator=translator,
                         eos_ids=eos_ids, on_tokens=on_tokens, generator=generator)
-    interrupted = False
+    interrupted, signum = False, 0
     try:
         with torch.inference_mode():
             prefill(batch, prompts)
             while batch.live:
                 speculative_step(batch)
-    except KeyboardInterrupt:  # stop where we are: the caller reports what was accepted
-        interrupted = True
+    except (KeyboardInterrupt, Terminated) as stop:  # stop where we are: the caller reports what was accepted
+        interrupted, signum = True, signal_of(stop)
     batch.metrics.total_s = batch.elapsed()
     batch.controller.finish()
     sequences = tuple(GeneratedSequence(row.prompt, tuple(row.output), row.finish or "length") for row in batch.rows)
-    return Generation(sequences=sequences, metrics=batch.metrics, interrupted=interrupted)
+    return Generation(sequences=sequences, metrics=batch.metrics, interrupted=interrupted, signum=signum)
 
 
 def _where(model) -> str | None:

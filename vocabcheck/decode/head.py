@@ -203,7 +203,8 @@ def stored_choices(key) -> dict[int, str]:
     if not isinstance(found, dict):
         return {}
     return {int(bucket): name for bucket, name in found.items()
-            if isinstance(bucket, str) and bucket.isdigit() and isinstance(name, str)}
+            if isinstance(bucket, str) and bucket.isascii() and bucket.isdigit() and len(bucket) <= 6
+            and isinstance(name, str)}
 
 
 # (head shape, dtype) → {bucket: kernel name}: this machine's choices (from KernelFile), and those timed since

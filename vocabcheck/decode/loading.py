@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import atomic
 from ..errors import BadOption, InputError, UnsupportedModel, VocabcheckError
+from ..limits import (
+    MAX_JSONL_DEPTH, MAX_PROMPT_CHARS, MAX_PROMPT_FILE_BYTES, MAX_PROMPTS, PROMPT_CHARS_ENV, PROMPT_FILE_BYTES_ENV,
+    PROMPTS_ENV, cap_from_env,
+)
 from ..profile import ModelProfile
 
 
@@ -108,31 +114,71 @@ def read_prompt_file(path: Path, prompt_format: str | None = None) -> list[Promp
         raise InputError("a .json prompt file is ambiguous: give --prompt-format jsonl (one JSON value a line) or "
                          "--prompt-format text", path)
     jsonl = prompt_format == "jsonl" or (prompt_format is None and suffix == ".jsonl")
+    most = cap_from_env(PROMPTS_ENV, MAX_PROMPTS, "prompts")
+    longest = cap_from_env(PROMPT_CHARS_ENV, MAX_PROMPT_CHARS, "characters")
     prompts = []
     for number, line in enumerate(_lines(_prompt_text(path)), start=1):
         if line.strip():
-            prompts.append(_jsonl_prompt(line, number, path) if jsonl else Prompt(line))
+            if len(prompts) == most:
+                raise InputError(f"prompt file holds more than {most:,} prompts; {PROMPTS_ENV} sets another limit",
+                                 path)
+            prompt = _jsonl_prompt(line, number, path) if jsonl else Prompt(line)
+            _check_size(prompt, number, longest, path)
+            prompts.append(prompt)
     if not prompts:
         raise InputError("prompt file holds no prompts", path)
     return prompts
 
 
+def _check_size(prompt: Prompt, number: int, longest: int, path: Path) -> None:
+    texts = [prompt.text or "", prompt.response or ""]
+    texts += [str(m.get("content", "")) for m in prompt.messages or () if isinstance(m, dict)]
+    size = max(len(t) for t in texts)
+    if size > longest:
+        raise InputError(f"line {number} holds {size:,} characters in one prompt, more than {longest:,}; "
+                         f"{PROMPT_CHARS_ENV} sets another limit", path)
+
+
 def _prompt_text(path: Path) -> str:
     """The file's text, read as bytes so that no newline is translated (a lone ``\r`` stays inside its prompt);
     a UTF-8 byte order mark at the start is dropped."""
+    cap = cap_from_env(PROMPT_FILE_BYTES_ENV, MAX_PROMPT_FILE_BYTES, "bytes")
     try:
-        return path.read_bytes().decode("utf-8-sig")
+        return atomic.read_regular(path, cap).decode("utf-8-sig")
     except FileNotFoundError as exc:
         raise InputError("prompt file not found", path) from exc
+    except atomic.TooLarge as exc:
+        raise InputError(f"prompt file {exc.strerror}; {PROMPT_FILE_BYTES_ENV} sets another limit", path) from exc
+    except atomic.NotARegularFile as exc:
+        if exc.errno == errno.ELOOP:  # a prompt file may be a link: read where it points, checked the same way
+            try:
+                target = path.resolve(strict=True)
+            except (OSError, RuntimeError):  # a dangling link, a loop
+                return _unreadable(path, exc)
+            return _prompt_text(target) if target != path else _unreadable(path, exc)
+        raise InputError(f"prompt file {exc.strerror}", path) from exc
+    except IsADirectoryError as exc:
+        raise InputError("prompt file is a directory", path) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read prompt file: {exc}", path) from exc
 
 
+def _unreadable(path: Path, exc: OSError):
+    raise InputError(f"cannot read prompt file: {exc.strerror}", path) from exc
+
+
 def _jsonl_prompt(line: str, number: int, path: Path) -> Prompt:
+    if line.count("[") + line.count("{") > MAX_JSONL_DEPTH and _depth(line) > MAX_JSONL_DEPTH:
+        raise InputError(f"line {number} nests deeper than {MAX_JSONL_DEPTH} levels", path)
     try:
         value = json.loads(line)
     except json.JSONDecodeError as exc:
         raise InputError(f"line {number} is not JSON ({exc.msg})", path) from exc
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"line {number} holds a lone surrogate ({exc.object[exc.start:exc.end]!a}), which is not "
+                         "text", path) from exc
     if isinstance(value, str):
         return Prompt(value)
     if not isinstance(value, dict):
@@ -147,6 +193,23 @@ def _jsonl_prompt(line: str, number: int, path: Path) -> Prompt:
     raise InputError(f"line {number} needs a string, or an object with 'prompt', 'text' or 'messages'", path)
 
 
+def _depth(line: str) -> int:
+    """The deepest nesting of brackets in a JSON line, outside strings (read before parsing, which recurses)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in line:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def _lines(text: str) -> list[str]:
     """Lines split at newline (and CRLF) only: a lone carriage return, U+2028, U+2029, form feed and the other
     characters that ``str.splitlines`` also breaks at are text inside a prompt."""
@@ -154,6 +217,15 @@ def _lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line.removesuffix("\r") for line in lines]
+
+
+def check_room(profile: ModelProfile, max_new_tokens: int | None) -> None:
+    """Refuse ``--max-new-tokens`` that cannot fit the target's context (``max_position_embeddings``), before any
+    weight is loaded; a model that states no context is not checked here."""
+    context = (profile.source.config or {}).get("max_position_embeddings")
+    if max_new_tokens is not None and type(context) is int and 0 < context <= max_new_tokens:
+        raise BadOption(f"--max-new-tokens {max_new_tokens:,} does not fit the target's context of {context:,} "
+                        f"tokens (max_position_embeddings of {profile.location})")
 
 
 def encode_prompts(profile: ModelProfile, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:

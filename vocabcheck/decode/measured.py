@@ -7,7 +7,10 @@ learned instead of paying again to learn it. Two stores use it: the CPU head's k
 
 What is kept only ever speeds a later process up: a file that cannot be read or written, or holds what this code
 did not write, costs only the measuring again (each store checks the values it reads), and deleting the files
-starts over. Writes are a read, a merge and an atomic replace: a concurrent process loses at most its own entry.
+starts over. A kept file is read only if it is a regular file (never a FIFO, a device or a symbolic link, never
+blocking) of at most ``max_bytes``, parsed with Python's bounded recursion; one that fails any of that is set aside
+(renamed ``NAME.unusable-TIME``; ``--debug`` says why) and rebuilt, and writing replaces whatever is at the path,
+never writing through a link (to ``/dev/stdout``, say). Writes are a read, a merge and an atomic replace: a concurrent process loses at most its own entry.
 """
 
 from __future__ import annotations
@@ -39,15 +42,17 @@ class MachineStore:
         return f"{cpu_model()}; torch {torch.__version__}; {torch.get_num_threads()} threads"
 
     def _load(self) -> dict:
+        path = self.path()
         try:
-            path = self.path()
-            if path.stat().st_size > self.max_bytes:
-                return {}
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            data = json.loads(atomic.read_regular(path, self.max_bytes).decode("utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, RecursionError) as exc:  # a special file, too large, not JSON, too deep
+            set_aside(path, _why(exc))
             return {}
         if (not isinstance(data, dict) or data.get("version") != self.version
                 or not isinstance(data.get("machines"), dict)):
+            set_aside(path, "not a vocabcheck state file of this version")
             return {}
         return data
 
@@ -66,6 +71,29 @@ class MachineStore:
         entries[key] = value
         data["machines"][self.machine()] = dict(list(entries.items())[-self.keep:])
         try:
-            atomic.write_text(self.path(), json.dumps(data, indent=1) + "\n")
+            atomic.replace_bytes(self.path(), (json.dumps(data, indent=1) + "\n").encode("utf-8"))
         except OSError:
             pass
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, RecursionError):
+        return "nested too deep to parse"
+    return getattr(exc, "strerror", None) or str(exc).splitlines()[0][:200] or type(exc).__name__
+
+
+def set_aside(path: Path, why: str) -> None:
+    """Rename an unusable kept file out of the way (what a user may want to look at stays on disk) so that it is
+    rebuilt; a note on stderr under ``--debug``. A rename that fails leaves it, to be replaced by the next write."""
+    import os
+    import sys
+    import time
+
+    aside = path.with_name(f"{path.name}.unusable-{time.strftime('%Y%m%d-%H%M%S')}")
+    try:
+        os.replace(path, aside)
+    except OSError:
+        aside = None
+    if os.environ.get("VOCABCHECK_DEBUG", "") not in ("", "0") or "--debug" in sys.argv:
+        where = f"; moved to {aside}" if aside else ""
+        print(f"debug: kept state {path} set aside: {why}{where}", file=sys.stderr)

@@ -18,4 +18,5 @@ class GeneratedSequence:
 class Generation:
     sequences: tuple[GeneratedSequence, ...]
     metrics: Metrics
-    interrupted: bool = False  # Ctrl-C: what was accepted so far
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP: what was accepted so far
+    signum: int = 0  # the signal that stopped it (interrupted)

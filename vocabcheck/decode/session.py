@@ -3,20 +3,20 @@ for any number of prompts in batches. The CLI's `run` and the benchmark share it
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from ..errors import InputError, RefusedPair
+from ..interrupts import Terminated, signal_of
 from ..check import compare
 from ..profile import ModelProfile, profile_of
 from ..verdict import Comparison, Verdict, judge, translation_blockers
 from .cache_check import check_models
 from .device import resolve_device, resolve_dtype
 from .engine import OnTokens, generate
-from .loading import Prompt, check_rollback, encode_prompts, load_model
+from .loading import Prompt, check_rollback, check_room, encode_prompts, load_model
 from .metrics import Metrics
 from .options import METHODS, DecodeOptions
 from .result import Generation
@@ -35,6 +35,7 @@ class RunRequest:
     dtype: str = "auto"
     allow_incompatible: bool = False
     translate: bool = False  # a pair whose tokenizers differ runs through its shared tokens
+    max_new_tokens: int | None = None  # checked against the target's context before the weights load
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class RunResult:
     sequences: tuple[SequenceResult, ...]
     metrics: Metrics
     interrupted: bool = False
+    signum: int = 0  # the signal that stopped the run (interrupted): SIGINT, SIGTERM or SIGHUP
 
 
 @dataclass
@@ -94,19 +96,20 @@ class Session:
         ids = self.encode(prompts, chat)
         generator = torch.Generator(device=self.device).manual_seed(options.seed)  # one sampler stream per run
         done: list[tuple[int, Generation]] = []
-        interrupted = False
+        interrupted, signum = False, 0
         try:
             for begin in range(0, len(ids), batch_size):
                 callback = (lambda row, new, base=begin: on_tokens(base + row, new)) if on_tokens else None
                 done.append((begin, self.generate_ids(ids[begin:begin + batch_size], options, on_tokens=callback,
                                                        generator=generator)))
                 if done[-1][1].interrupted:
+                    signum = done[-1][1].signum
                     break
-        except KeyboardInterrupt:
-            interrupted = True
-        return self._result(prompts, options, done, interrupted)
+        except (KeyboardInterrupt, Terminated) as stop:
+            interrupted, signum = True, signal_of(stop)
+        return self._result(prompts, options, done, interrupted, signum)
 
-    def _result(self, prompts, options: DecodeOptions, done, interrupted: bool) -> RunResult:
+    def _result(self, prompts, options: DecodeOptions, done, interrupted: bool, signum: int = 0) -> RunResult:
         tokenizer = self.target_profile.source.tokenizer
         results: list[SequenceResult] = []
         metrics = Metrics(method=options.method, k=options.k_label, batch_size=0)
@@ -118,20 +121,22 @@ class Session:
                     prompt=prompts[begin + offset], prompt_ids=sequence.prompt_ids, token_ids=sequence.token_ids,
                     text=tokenizer.decode(list(sequence.token_ids), skip_special_tokens=True),
                     finish_reason=sequence.finish_reason))
-        return RunResult(sequences=tuple(results), metrics=metrics, interrupted=interrupted)
+        return RunResult(sequences=tuple(results), metrics=metrics, interrupted=interrupted,
+                         signum=signum or (2 if interrupted else 0))
 
 
 def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None,
                   on_warning: Callable[[str], None] | None = None) -> Session:
     """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models and check
     their caches' behaviour on a few tokens (:mod:`vocabcheck.decode.cache_check`). ``on_warning`` hears of an
-    option that does nothing on this pair (default: :func:`warnings.warn`)."""
+    option that does nothing on this pair (default: one "warning:" line on stderr)."""
     draft_profile = comparison = translator = None
     if request.draft is None:
         target_profile = profile_of(request.target)
     else:
         target_profile, draft_profile, comparison, translator = judge_draft(request, None, on_refusal,
                                                                              on_warning or _warn)
+    check_room(target_profile, request.max_new_tokens)
     if any(method != "none" for method in request.methods):
         for profile in (target_profile, draft_profile):
             if profile is not None:
@@ -210,4 +215,9 @@ def _translator(request: RunRequest, comparison: Comparison, on_refusal, on_warn
 
 
 def _warn(text: str) -> None:
-    warnings.warn(text, stacklevel=3)
+    """One line in vocabcheck's voice on stderr (never a Python warning with a source line)."""
+    import sys
+
+    from ..text import printable
+
+    print(f"warning: {printable(' '.join(text.split()))}", file=sys.stderr)

@@ -238,6 +238,9 @@ def open_session(request, *, debug: bool = False, on_refusal=None, on_warning=No
         target_profile, draft_profile, comparison, _ = judge_draft(request, None, on_refusal, on_warning)
     else:
         target_profile = profile_of(request.target)
+    from ..decode.loading import check_room
+
+    check_room(target_profile, request.max_new_tokens)
     engine.require(debug)  # after the verdict: a refused pair never waits for vLLM
     device = engine.device_type()
     if request.device not in ("auto", device) and not (device == "cuda" and request.device.startswith("cuda")):

@@ -96,7 +96,8 @@ def predict(request: PredictRequest, prompts: Sequence[Prompt], progress: Progre
     say = progress or (lambda label: None)
     start = time.perf_counter()
     session = start_session(RunRequest(target=request.target, draft=None, methods=("none", "ngram", "draft"),
-                                       device=request.device, dtype=request.dtype))
+                                       device=request.device, dtype=request.dtype,
+                                       max_new_tokens=request.options.max_new_tokens))
     prompt_ids = session.encode(prompts, request.chat)
     context = _prepare(request, session, prompts, prompt_ids, say)
     candidates = []
@@ -188,7 +189,10 @@ def _ngram(context: _Context) -> Candidate:
 def _draft(context: _Context, draft: str, on_refusal) -> Candidate:
     request = context.request
     try:
-        session = with_draft(context.session, draft, translate=True, on_refusal=on_refusal)
+        # translated where the tokenizers differ (the report marks such a draft); a compatible pair needs no
+        # translation, and the session's note that --translate does nothing is about a flag nobody gave here
+        session = with_draft(context.session, draft, translate=True, on_refusal=on_refusal,
+                             on_warning=lambda note: None)
     except RefusedPair as refusal:
         for _ in range(2 + len(request.temperatures)):
             context.say(f"{draft}: refused")
