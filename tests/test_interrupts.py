@@ -342,7 +342,7 @@ def test_a_signal_while_run_streams_stops_it_with_its_exit_code(endless_pair, tm
     ready_read, ready_write = os.pipe()
     process = subprocess.Popen([sys.executable, "-c", RUN_REPORTING_WHEN_STREAMING, str(ready_write), "run",
                                 str(target), str(draft), "--prompt", "Once upon a time", "--max-new-tokens",
-                                "1000000", "--device", "cpu"],
+                                "4000", "--device", "cpu"],  # the most its context (4,096) holds: streams for seconds
                                stdin=subprocess.DEVNULL, stdout=secondary, stderr=secondary, env=env, cwd=ROOT,
                                pass_fds=(ready_write,), start_new_session=True)
     os.close(secondary)

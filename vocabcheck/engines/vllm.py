@@ -94,15 +94,16 @@ def speculative_config(method: str, k: int, *, draft_dir: str | None = None, ngr
     return config
 
 
-def validate(target: str, config: dict[str, Any], *, dtype: str = "auto") -> None:
-    """Check ``config`` for ``target`` with vLLM's own ``SpeculativeConfig`` (its validators, not a copy of their
-    rules); raises :class:`InputError` with vLLM's first line where vLLM refuses it."""
+def validate(target: str, config: dict[str, Any], *, dtype: str = "auto", tensor_parallel_size: int = 1) -> None:
+    """Check ``config`` for ``target`` served at ``tensor_parallel_size`` with vLLM's own ``SpeculativeConfig`` (its
+    validators, not a copy of their rules); raises :class:`InputError` with vLLM's first line where vLLM refuses it."""
     require()
     from vllm.config import ModelConfig, ParallelConfig, SpeculativeConfig
 
     try:
         target_config = ModelConfig(model=target, dtype=dtype, trust_remote_code=False)
-        SpeculativeConfig(**config, target_model_config=target_config, target_parallel_config=ParallelConfig())
+        parallel = ParallelConfig(tensor_parallel_size=tensor_parallel_size)
+        SpeculativeConfig(**config, target_model_config=target_config, target_parallel_config=parallel)
     except Exception as exc:  # pydantic's ValidationError, vLLM's ValueError
         raise InputError(f"vLLM refuses the speculative config: {refusal(exc)}", config.get("model") or target) \
             from exc
@@ -122,7 +123,9 @@ def validated(result):
     for command in result.commands:
         if command.engine == NAME and command.speculative_config is not None:
             try:
-                validate(command.argv[2], dict(command.speculative_config))
+                argv = list(command.argv)
+                size = int(argv[argv.index("--tensor-parallel-size") + 1]) if "--tensor-parallel-size" in argv else 1
+                validate(argv[2], dict(command.speculative_config), tensor_parallel_size=size)
             except InputError:
                 shutil.rmtree(result.out, ignore_errors=True)
                 raise
