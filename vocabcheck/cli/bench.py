@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import shlex
 import sys
 from pathlib import Path
@@ -73,6 +72,7 @@ def bench(
     from ..errors import BadOption, VocabcheckError
     from ..machine import machine_description
     from ..render import bench_report, terminal
+    from ..render.phases import phases
 
     bench_report.check_destination(report)  # before the benchmark runs: one line, exit code 2
     sizes = _csv(batch_sizes, int, "batch-sizes")
@@ -102,9 +102,7 @@ def bench(
                                            max_new_tokens=max_new_tokens),
                                 on_refusal=lambda c: terminal.print_refusal(err, c))
     ids = session.encode(texts, chat=False)
-    quiet = json_out or not sys.stderr.isatty()
-    with err.status("benchmarking") if not quiet else contextlib.nullcontext() as status:
-        say = None if quiet else status.update
+    with phases(err, "benchmarking") as say:
         # the prediction runs before the measured cells, never inside one
         prediction = predict_cells(session, ids, plan, progress=say) if predict else None
         result = run_bench(session, ids, plan, progress=say, predict=prediction)

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from ..demo.pair import DemoPair, demo_pair
 from ..render import terminal
+from ..render.phases import phases
 
 PROMPT = '''def binary_search(items, target):
     """Return the index of target in the sorted list items, or -1."""
@@ -19,8 +20,9 @@ PROMPT = '''def binary_search(items, target):
 
 def tell(rebuild: bool = False, bench: bool = True) -> None:
     out = terminal.console()
-    with out.status("building the demo pair") as status:
-        pair = demo_pair(rebuild=rebuild, progress=lambda message: status.update(message))
+    with phases(terminal.console(stderr=True), "looking for the demo pair (the first run trains it: about 15 to 30 "
+                                              "minutes on 2 cores, once)") as say:
+        pair = demo_pair(rebuild=rebuild, progress=say)
     _introduce(out, pair)
     _compare(out, pair)
     _run(out, pair)
@@ -91,8 +93,8 @@ def _bench(out, pair: DemoPair) -> None:
         session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
     ids = session.encode([Prompt(t) for t in default_prompts(8)], chat=False)
     plan = BenchPlan(batch_sizes=(1, 4), options=DecodeOptions(k=4, max_new_tokens=32), warmup=1, repeat=3)
-    with out.status("benchmarking") as status:
-        result = run_bench(session, ids, plan, progress=status.update)
+    with phases(terminal.console(stderr=True), "benchmarking") as say:
+        result = run_bench(session, ids, plan, progress=say)
     terminal.print_table(out, bench_report.summary_table(result))
     draft = result.row("draft", 1)
     if draft is not None and draft.ideal_speedup:

@@ -1,0 +1,60 @@
+"""Progress that shows in a log as well as on a terminal (stderr only, never in ``--json``'s stdout).
+
+On a terminal a status line is redrawn in place. Anywhere else (a file, a pipe, a CI log) each phase is one line,
+``vocabcheck: <phase>``, and a phase that lasts longer than :data:`HEARTBEAT_S` gets a line every
+:data:`HEARTBEAT_S` seconds saying it is still running and for how long, so that no phase is silent for long.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+
+from ..text import printable
+
+HEARTBEAT_S = 10.0
+
+
+@contextlib.contextmanager
+def phases(err: Console, first: str, *, heartbeat_s: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
+    """Yield ``say(phase)``; ``first`` is said at once."""
+    if err.is_terminal:
+        with err.status(first) as status:
+            yield status.update
+        return
+    state = {"phase": first, "since": time.monotonic()}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def line(text: str) -> None:
+        try:
+            err.file.write(f"vocabcheck: {printable(text)}\n")
+            err.file.flush()
+        except (OSError, ValueError):  # a closed or broken stderr: progress is not worth failing for
+            pass
+
+    def say(phase: str) -> None:
+        with lock:
+            if phase == state["phase"]:
+                return
+            state["phase"], state["since"] = phase, time.monotonic()
+        line(phase)
+
+    def beat() -> None:
+        while not stop.wait(heartbeat_s):
+            with lock:
+                phase, since = state["phase"], state["since"]
+            line(f"still {phase} ({time.monotonic() - since:.0f} s)")
+
+    line(first)
+    ticker = threading.Thread(target=beat, name="vocabcheck-heartbeat", daemon=True)
+    ticker.start()
+    try:
+        yield say
+    finally:
+        stop.set()
+        ticker.join()
