@@ -191,3 +191,30 @@ def test_predict_on_a_padded_pair_warns_of_nothing_it_was_not_asked(cli, qwen_pa
     assert code == 0, err
     assert "Warning" not in err and "warning:" not in err and "--translate" not in err
     assert json.loads(out)["drafts"][0]["translated"] is False
+
+
+# --- chat templates -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("template", "says"), [
+    pytest.param("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}x",
+                 "the chat template did not finish rendering in 3 s; VOCABCHECK_TEMPLATE_TIMEOUT_S", id="loops"),
+    pytest.param("{{ 'x' * 10**9 }}", "the chat template fails: ", id="a-billion-characters"),
+    pytest.param("{% set s = 'y' * 1000000 %}{% for i in range(1000) %}{{ s }}{% endfor %}",
+                 "the chat template fails: ", id="a-megabyte-a-thousand-times"),
+])
+def test_a_chat_template_is_rendered_bounded_in_time_and_memory(cli, tmp_path, qwen_pair, monkeypatch, template,
+                                                                 says):
+    import shutil
+
+    target = tmp_path / "target"
+    shutil.copytree(qwen_pair[0], target)
+    config = json.loads((target / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config["chat_template"] = template
+    (target / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    monkeypatch.setenv("VOCABCHECK_TEMPLATE_TIMEOUT_S", "3")
+    monkeypatch.setenv("VOCABCHECK_TEMPLATE_MEMORY_BYTES", str(1 << 30))
+    code, out, err = cli("run", target, "--method", "none", "--prompt", "Hi", "--chat", "--max-new-tokens", 2,
+                         "--device", "cpu")
+    line = one_line(code, out, err)
+    assert line.startswith(f"error: {target}") and says in line, line

@@ -229,32 +229,21 @@ def check_room(profile: ModelProfile, max_new_tokens: int | None) -> None:
 
 
 def encode_prompts(profile: ModelProfile, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
-    """Token ids for each prompt, with the target's tokenizer (and chat template with ``chat``)."""
+    """Token ids for each prompt, with the target's tokenizer (and chat template with ``chat``: every conversation
+    rendered at once, bounded, by :func:`vocabcheck.decode.templates.render_chats`)."""
+    from .templates import render_chats
+
     tokenizer = profile.source.tokenizer
+    chats = [i for i, prompt in enumerate(prompts) if chat or prompt.messages is not None]
+    conversations = [prompts[i].messages or ({"role": "user", "content": prompts[i].text},) for i in chats]
+    rendered = dict(zip(chats, render_chats(profile, conversations))) if chats else {}
     encoded = []
-    for prompt in prompts:
-        if chat or prompt.messages is not None:
-            text = apply_chat_template(profile, prompt.messages or ({"role": "user", "content": prompt.text},))
-            ids = tokenizer.encode(text, add_special_tokens=False).ids
+    for index, prompt in enumerate(prompts):
+        if index in rendered:
+            ids = tokenizer.encode(rendered[index], add_special_tokens=False).ids
         else:
             ids = tokenizer.encode(prompt.text, add_special_tokens=True).ids
         if not ids:
             raise VocabcheckError("a prompt encodes to no tokens; give it some text")
         encoded.append(ids)
     return encoded
-
-
-def apply_chat_template(profile: ModelProfile, messages: Sequence[dict[str, Any]]) -> str:
-    if not profile.chat_template:
-        raise InputError("--chat needs a chat template, and the target has none", profile.location)
-    from transformers.utils.chat_template_utils import render_jinja_template
-
-    specials = {f"{role}_token": token.content for role in ("bos", "eos", "pad", "unk")
-                if (token := profile.specials.role(role)) is not None and token.content is not None}
-    try:
-        rendered, _ = render_jinja_template(conversations=[list(messages)], chat_template=profile.chat_template,
-                                            add_generation_prompt=True, **specials)
-    except Exception as exc:  # jinja2 raises many types for a broken template
-        raise InputError(f"the chat template fails: {str(exc).splitlines()[0][:200]}",
-                         profile.provenance.get("chat_template", profile.location)) from exc
-    return rendered[0]
