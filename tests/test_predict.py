@@ -205,3 +205,16 @@ def test_expected_acceptance_follows_alpha():
     assert sure.acceptance_rate == 1.0 and sure.steps == 8 and sure.mean_accepted_length == 1 + 32 / 8
     never = expected_counts([position_tables([0.0] * length, 8)], [length], k)
     assert never.accepted == 0 and never.steps == length - 1
+
+
+def test_a_disturbed_cost_never_makes_a_useless_draft_pay():
+    """Timings a busy machine gave (verification passes cheaper than a plain step, a wider one cheaper than a
+    narrower one) are held to what a verification costs: at least a plain step, never less than a narrower one."""
+    from vocabcheck.predict.result import Costs
+
+    costs = Costs(target_step_s=0.010, draft_step_s=0.001, verify_s=((2, 0.006), (3, 0.012), (5, 0.011), (9, 0.02)))
+    assert [costs.verify_cost(k) for k in (1, 2, 4, 8)] == pytest.approx([1.0, 1.2, 1.2, 2.0])
+    for k in (1, 2, 4, 8):
+        assert costs.speedup(1.0, k) < 1.0  # nothing accepted: never predicted to pay
+        for accepted in (1.5, 2.0, 3.0):
+            assert costs.speedup(accepted, k) <= accepted  # never more than the tokens a step yields
