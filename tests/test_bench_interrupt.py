@@ -43,7 +43,8 @@ console_main()
 """
 
 
-def bench_interrupted_at(batch: int, argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+def bench_interrupted_at(batch: int, argv: list[str], tmp_path: Path,
+                         signum: int = signal.SIGINT) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "COLUMNS": "200",
            "VOCABCHECK_CACHE": str(tmp_path / "cache"), "TRANSFORMERS_VERBOSITY": "error"}
     ready_read, ready_write = os.pipe()
@@ -57,7 +58,7 @@ def bench_interrupted_at(batch: int, argv: list[str], tmp_path: Path) -> subproc
         readable, _, _ = select.select([ready_read], [], [], 600)  # a bound on a failure, not a timing
         assert readable, "the bench never reached the batch"
         assert os.read(ready_read, 64) == MEASURING, "the bench ended before the batch"
-        process.send_signal(signal.SIGINT)
+        process.send_signal(signum)
         out, err = process.communicate(timeout=600)
     finally:
         if process.poll() is None:
@@ -82,10 +83,12 @@ def clean(stderr: str) -> None:
     assert "Warning" not in stderr and "Traceback" not in stderr and ".py:" not in stderr, stderr
 
 
-def test_ctrl_c_after_a_cell_leaves_a_report_that_says_it_is_partial(bench_argv, tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_after_a_cell_leaves_a_report_that_says_it_is_partial(bench_argv, tmp_path, signum):
+    """SIGTERM (a CI job's timeout) as Ctrl-C: what was measured is printed and reported, exit 128 + the signal."""
     # two prompts at batch 1: the first cell (plain decoding) is two batches; the signal comes at the next cell's first
-    done = bench_interrupted_at(3, bench_argv, tmp_path)
-    assert done.returncode == 130, done.stderr
+    done = bench_interrupted_at(3, bench_argv, tmp_path, signum)
+    assert done.returncode == 128 + signum, done.stderr
     clean(done.stderr)
     assert without_progress(done.stderr) == [
         f"interrupted during repeat 1 of 2; 1 of 2 cells measured; the report in "

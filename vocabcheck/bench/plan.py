@@ -197,7 +197,8 @@ class BenchResult:
     prompts: int
     seconds: float
     hf_note: str = ""
-    interrupted: bool = False  # Ctrl-C: the rows hold the repeats measured so far
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP: the rows hold the repeats measured so far
+    signum: int = 0  # the signal that stopped it
     translated: bool = False  # the draft ran through the tokens its tokenizer shares with the target's
     failures: tuple[Failure, ...] = ()  # peers' cells that raised (ours never fail silently)
     repeats_done: int = 0  # repeats that ran over every cell

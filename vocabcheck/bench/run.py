@@ -19,12 +19,14 @@ The ideal speedup each row is held against is defined in :mod:`vocabcheck.bench.
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from ..decode.metrics import Metrics
 from ..decode.session import Session
+from ..interrupts import Terminated, signal_of
 from .peer import PeerRun, PeerVariant, generate_one, one_line, peer_variants
 from .plan import (
     AUTO, BenchPlan, BenchResult, Cell, Failure, KValue, Predicted, Row, alpha_from_length, ideal_speedup,
@@ -108,7 +110,7 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
         shift = repeat % len(order)
         schedule += [(cell, plan.max_new_tokens, True, f"repeat {repeat + 1}/{plan.repeat}")
                      for cell in order[shift:] + order[:shift]]
-    interrupted = False
+    interrupted, signum = False, 0
     try:
         for cell, tokens, record, stage in schedule:
             if cell.failed:
@@ -119,8 +121,8 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
                 break
         else:
             _timing_pass(session, ours, batches, options, plan, say)
-    except KeyboardInterrupt:
-        interrupted = True
+    except (KeyboardInterrupt, Terminated) as stop:  # Ctrl-C, SIGTERM, SIGHUP: what was measured is reported
+        interrupted, signum = True, signal_of(stop)
     repeats_done = min((len(c.runs) for c in order if not c.failed), default=0)
     failures += [Failure(c.method, c.batch_size, c.k, c.failed) for c in order if c.failed]
     rows = _rows(ours, plan, predict)
@@ -128,7 +130,7 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
                          greedy=plan.options.sampling.greedy)
     return BenchResult(plan=plan, rows=tuple(rows), hf_rows=tuple(hf_rows), device=str(session.device),
                        dtype=str(session.dtype).removeprefix("torch."), prompts=len(prompts),
-                       seconds=time.perf_counter() - start, hf_note=hf_note, interrupted=interrupted,
+                       seconds=time.perf_counter() - start, hf_note=hf_note, interrupted=interrupted, signum=signum,
                        translated=session.translator is not None and "draft" in methods, failures=tuple(failures),
                        repeats_done=repeats_done, cells_planned=len(order))
 
@@ -151,8 +153,8 @@ def _run_ours(session: Session, batches, options) -> tuple[Metrics, tuple[tuple[
     metrics, outputs = None, []
     for batch in batches:
         generation = session.generate_ids(batch, options)
-        if generation.interrupted:
-            return None
+        if generation.interrupted:  # the signal the decoder stopped for goes on to run_bench
+            raise KeyboardInterrupt if generation.signum in (0, signal.SIGINT) else Terminated(generation.signum)
         metrics = generation.metrics if metrics is None else metrics.merge(generation.metrics)
         outputs += [s.token_ids for s in generation.sequences]
     return metrics, tuple(outputs)

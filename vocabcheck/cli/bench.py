@@ -119,7 +119,9 @@ def bench(
         bench_report.print_bench(terminal.console(), result)
     if result.interrupted:  # Ctrl-C: one line; the cells measured so far are printed above
         err.print(bench_report.interrupted_line(result, report=report if measured else None), soft_wrap=True)
-        raise typer.Exit(130)
+        from .. import interrupts
+
+        raise typer.Exit(interrupts.exit_code(result.signum or interrupts.signal.SIGINT))
     raise typer.Exit(0 if result.lossless else 1)
 
 
