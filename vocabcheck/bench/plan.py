@@ -152,6 +152,7 @@ class Row:
     engine_efficiency: float | None = None
     lossless: bool | None = None
     note: str = ""
+    noise: str = ""  # why the row's figures cannot be taken as a result (empty: nothing says so)
     k: KValue = 0  # tokens proposed per step: an integer (0 for plain decoding) or "auto"
     prompts: int = 0  # sequences each repeat ran: every prompt of the plan
     mean_proposed: float | None = None  # tokens proposed per verification, measured (k itself where k is fixed)

@@ -230,7 +230,28 @@ def _peer_rows(cells: list[Cell], ours: dict, *, greedy: bool) -> list[Row]:
     return rows
 
 
+NOISY_SPREAD = 1.25  # a cell's slowest repeat over its fastest, beyond which its median is not a result
+ABOVE_IDEAL = 1.02  # an efficiency above the ideal (with rounding room) means the baseline or the cell was disturbed
+
+
 def _row(cell: Cell, base: Cell | None) -> Row:
+    return _noise(_measured_row(cell, base), len(cell.runs))
+
+
+def _noise(row: Row, repeats: int) -> Row:
+    """The row with the reasons its figures cannot be right, where they cannot: a TPOT that varied beyond
+    ``NOISY_SPREAD`` across repeats, or an efficiency above the ideal speedup (more than a step can yield)."""
+    reasons = []
+    low, high = row.tpot_spread_ms
+    if repeats >= 2 and low > 0 and high / low > NOISY_SPREAD:
+        reasons.append(f"TPOT varied {high / low:.2f}x across repeats")
+    if row.efficiency is not None and row.efficiency > ABOVE_IDEAL:
+        reasons.append(f"speedup {row.efficiency:.2f}x the ideal, more than speculation can give: the machine was "
+                       "busy while it or the baseline ran")
+    return replace(row, noise="; ".join(reasons)) if reasons else row
+
+
+def _measured_row(cell: Cell, base: Cell | None) -> Row:
     totals = cell.totals
     speculative = cell.method != "none"
     speedup = base.tpot_ms / cell.tpot_ms if base is not None and cell.tpot_ms else None

@@ -50,9 +50,16 @@ def _summary_cell(result: BenchResult, method: str, k, batch: int) -> str:
     if row is None:
         return "—"
     text = f"{row.tpot_ms:.2f} ms"
+    if row.noise:  # not quoted as a result: the cell's line below says why
+        return text + " (noisy)"
     if method != "none" and row.speedup is not None:
         text += f" ({row.speedup:.2f}×)"
     return text
+
+
+def _noise_lines(result: BenchResult) -> list[str]:
+    return [f"{label(r.method, r.k)}, batch {r.batch_size}: {r.noise}" for r in result.rows + result.hf_rows
+            if r.noise]
 
 
 def _title(result: BenchResult) -> str:
@@ -145,6 +152,8 @@ def print_bench(out: Console, result: BenchResult) -> None:
             table.add_row(*_vllm_cells(row))
         print_table(out, table)
         out.print(Text("vLLM: ", style="bold") + Text(result.vllm_note))
+    for line in _noise_lines(result):
+        out.print(Text("noisy: ", style="bold yellow") + Text(line))
     for line in _failure_lines(result):
         out.print(Text("transformers: ", style="bold yellow") + Text(line))
     if result.hf_note:
@@ -173,7 +182,8 @@ def row_document(row: Row) -> dict[str, Any]:
             "accepted_tokens": row.accepted_tokens, "predicted_speedup": row.predicted_speedup,
             "predicted_k": row.predicted_k, "predicted_acceptance_rate": row.predicted_acceptance_rate,
             "predicted_mean_accepted_length": row.predicted_mean_accepted_length,
-            "predicted_accepted_tokens": row.predicted_accepted_tokens, "note": row.note}
+            "predicted_accepted_tokens": row.predicted_accepted_tokens, "note": row.note,
+            "noise": row.noise or None}
 
 
 def bench_document(result: BenchResult, *, target: str, draft: str | None, command: str) -> dict[str, Any]:
@@ -242,6 +252,9 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
     lines += ["", "## Every cell", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(escape(c) for c in _detail(row, predicted)) + " |"
               for row in result.rows + result.hf_rows]
+    if _noise_lines(result):
+        lines += ["", "Noisy cells (not quoted as results; run again on a quieter machine or with more repeats):", ""]
+        lines += [f"- {escape(line)}" for line in _noise_lines(result)]
     if result.failures:
         lines += ["", "transformers' cells that failed (their rows are left out):", ""]
         lines += [f"- {escape(line)}" for line in _failure_lines(result)]
