@@ -23,7 +23,7 @@ from tests.support.fuzz_targets import TARGETS
 from tests.support.fuzz_worker import Worker
 from vocabcheck.cli import main
 
-# inputs per target in the short run (1,156 in all, about 30 s on two cores)
+# inputs per target in the short run (1,296 in all, about 45 s on two cores)
 SHORT_RUN = {
     "tokenizer-small": 300,
     "configs": 200,
@@ -35,6 +35,8 @@ SHORT_RUN = {
     "gguf-small": 80,
     "tokenizer-full": 6,
     "tokenizer-pipeline": 60,
+    "state-file": 80,
+    "prompt-file": 60,
 }
 
 

@@ -23,6 +23,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from . import fuzz_kept
 from . import fuzz_mutate as fm
 from .gguf_export import qwen_gguf
 
@@ -50,6 +51,7 @@ TARGETS: dict[str, tuple[str, float, int]] = {
     "tiktoken-small": ("a tiktoken ranks file: the first 512 ranks of qwen.tiktoken", 30.0, 512 << 20),
     "gguf-small": ("a GGUF file of the small Qwen2.5 tokenizer, written as llama.cpp writes it", 30.0, 1024 << 20),
     "gguf-full": ("the Qwen2.5-0.5B-shaped GGUF (151,936 tokens, padded as llama.cpp pads)", 90.0, 3072 << 20),
+    **fuzz_kept.TARGETS,  # the files a run reads beside the models: kept state and prompt files
 }
 
 
@@ -240,6 +242,14 @@ class Materials:
         data = self.gguf_full.read_bytes()
         return data, fm.GGUFLayout(data)
 
+    @cached_property
+    def state_documents(self) -> dict[str, dict[str, Any]]:
+        return fuzz_kept.state_documents()
+
+    @cached_property
+    def prompt_lines(self) -> list[Any]:
+        return fuzz_kept.prompt_lines(Path(__file__).resolve().parents[2] / "benchmarks" / "prompts-16.jsonl")
+
     # --- one input --------------------------------------------------------------------------------------------
 
     def make(self, target: str, chooser: fm.Chooser, scratch: Path) -> Case:
@@ -379,6 +389,14 @@ class Materials:
         path.write_bytes(fm.mutate_gguf(chooser, *self.gguf_small_layout))
         return self._case("gguf-small", chooser, path, self.gguf_small)
 
+    def _state_file(self, chooser: fm.Chooser, scratch: Path) -> Case:
+        path, note = fuzz_kept.make_state(chooser, scratch, self.state_documents)
+        return Case("state-file", str(path), str(path), swap=False, note=note)
+
+    def _prompt_file(self, chooser: fm.Chooser, scratch: Path) -> Case:
+        path, note = fuzz_kept.make_prompts(chooser, scratch, self.prompt_lines)
+        return Case("prompt-file", str(path), str(self.model_dir), swap=False, note=note)
+
     def _gguf_full(self, chooser: fm.Chooser, scratch: Path) -> Case:
         path = scratch / "model.gguf"
         path.write_bytes(fm.mutate_gguf(chooser, *self.gguf_full_layout))
@@ -412,8 +430,11 @@ def LINK_TARGETS(directory: Path) -> tuple[str, ...]:
 def run_case(case: Case) -> None:
     """Open and compare the input the way ``vocabcheck compare`` and ``inspect`` do, and render every report.
 
-    Returns normally on success; raises the project's error for bad input; anything else is a finding.
+    Returns normally on success; raises the project's error for bad input; anything else is a finding. Kept state
+    and prompt files run what a run does with them (:mod:`tests.support.fuzz_kept`).
     """
+    if case.target in KEPT:
+        return KEPT[case.target](case)
     from vocabcheck import compare
     from vocabcheck.render import data, markdown, terminal
 
@@ -431,6 +452,7 @@ def run_case(case: Case) -> None:
     _validate(document)
 
 
+KEPT = {"state-file": fuzz_kept.run_state, "prompt-file": fuzz_kept.run_prompts}
 _SCHEMA = None
 
 
