@@ -50,7 +50,8 @@ def test_the_dtypes_the_command_line_accepts_are_the_ones_the_decoder_resolves()
 @pytest.mark.parametrize("option_value, words", [
     (["--device", "gpu"], "--device must be auto, cpu, cuda or cuda:N, not 'gpu'"),
     (["--dtype", "int8"], "--dtype must be one of auto, float32, bfloat16, float16, not 'int8'"),
-    (["-k", "four"], "-k / --num-speculative-tokens takes a whole number or auto, not 'four'"),
+    (["-k", "four"], "-k / --num-speculative-tokens must be between 1 and 64 or auto, not 'four'"),
+    (["-k", "65"], "-k / --num-speculative-tokens must be between 1 and 64 or auto, not 65"),
     (["--seed", "1.5"], "--seed takes a whole number, not '1.5'"),
     (["--max-new-tokens", "x"], "--max-new-tokens takes a whole number, not 'x'"),
     (["--temperature", "hot"], "--temperature takes a number, not 'hot'"),

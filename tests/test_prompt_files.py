@@ -86,3 +86,14 @@ def test_the_command_line_takes_the_prompt_format(cli, qwen_pair, tmp_path):
     assert code == 2 and err.strip() == "error: --prompt-format must be one of text, jsonl, not 'yaml'", err
     code, _, err = cli("bench", target, "--methods", "none", "--prompts", path, "--prompt-format", "yaml")
     assert code == 2 and err.strip() == "error: --prompt-format must be one of text, jsonl, not 'yaml'", err
+
+
+def test_a_prompt_that_encodes_to_no_tokens_is_refused_naming_its_file_and_line(cli, qwen_pair, tmp_path):
+    # found by the prompt-file fuzz target: an empty JSON string ended in an error that named no file
+    target, _ = qwen_pair
+    path = tmp_path / "prompts.jsonl"
+    path.write_text('"def f():"\n""\n', encoding="utf-8")
+    code, out, err = cli("run", target, "--method", "none", "--prompt-file", path, "--max-new-tokens", 2)
+    assert code == 2, err
+    assert out == ""
+    assert err.strip().splitlines() == [f"error: {path}: line 2: the prompt encodes to no tokens; give it some text"]

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ..methods import Method
 from .plan import AUTO, BenchPlan, Failure, KValue
 
 HEURISTIC_START = 8  # where transformers' adaptive schedule starts in an ``auto`` cell: vocabcheck's k_max
@@ -82,11 +83,11 @@ def peer_variants(session, plan: BenchPlan) -> tuple[list[PeerVariant], str, lis
     the draft's cells as failures where setting that path up raised (a tokenizer transformers cannot load)."""
     variants = [PeerVariant("hf-none", 0)]
     fixed = [k for k in plan.ks if k != AUTO]
-    if "ngram" in plan.methods:
+    if Method.NGRAM in plan.methods:
         variants += [PeerVariant("hf-ngram", k, {"prompt_lookup_num_tokens": k,
                                                  "max_matching_ngram_size": plan.options.ngram_max}) for k in fixed]
     note, failures = "", []
-    if session.draft_model is not None and "draft" in plan.methods:
+    if session.draft_model is not None and Method.DRAFT in plan.methods:
         try:
             name, kwargs, assistant, note = _draft_path(session, plan)
         except Exception as exc:  # transformers' failure, not ours: the draft's cells say why

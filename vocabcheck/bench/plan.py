@@ -19,22 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..decode.metrics import Metrics
-from ..decode.options import AUTO, MAX_K, DecodeOptions, parse_k
+from ..decode.options import DecodeOptions
 from ..errors import BadOption
+from ..methods import AUTO, MAX_K, Method, parse_ks  # noqa: F401  (parse_ks re-exported for bench)
 
 KValue = int | str  # a fixed proposal length 1..MAX_K, or "auto" (the adaptive controller)
-
-
-def parse_ks(text: str) -> tuple[KValue, ...]:
-    """``-k``'s comma-separated list: each value as ``run -k`` takes it (:func:`vocabcheck.decode.options.parse_k`),
-    each once, in the order given."""
-    values: list[KValue] = []
-    for item in (part.strip() for part in text.split(",")):
-        if item and parse_k(item) not in values:
-            values.append(parse_k(item))
-    if not values:
-        raise BadOption(f"-k takes whole numbers from 1 to {MAX_K} or auto, comma-separated; not {text!r}")
-    return tuple(values)
 
 
 @dataclass(frozen=True)
@@ -45,7 +34,7 @@ class BenchPlan:
     default: on the CPU); elsewhere a separate timing pass after the measured repeats gives the cost ratios."""
 
     batch_sizes: tuple[int, ...] = (1, 16)
-    methods: tuple[str, ...] = ("none", "ngram", "draft")
+    methods: tuple[Method, ...] = tuple(Method)
     options: DecodeOptions = field(default_factory=lambda: DecodeOptions(ignore_eos=True))
     warmup: int = 1
     repeat: int = 3
@@ -54,6 +43,7 @@ class BenchPlan:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", replace(self.options, ignore_eos=True))
+        object.__setattr__(self, "methods", tuple(Method.parse(m, "--methods") for m in self.methods))
         if self.ks is None:
             object.__setattr__(self, "ks", (self.options.k,))
 
@@ -67,8 +57,8 @@ class BenchPlan:
         return self.options.max_new_tokens
 
     def cell_options(self, method: str, k: KValue) -> DecodeOptions:
-        return replace(self.options, method=method, k=k) if method != "none" else replace(self.options,
-                                                                                             method="none")
+        method = Method(method)
+        return replace(self.options, method=method, k=k) if method.proposes else replace(self.options, method=method)
 
 
 @dataclass

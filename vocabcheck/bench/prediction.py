@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..decode.sampling import Sampling
+from ..methods import SPECULATIVE, Method
 from ..predict import continuations
 from ..predict.predictor import PredictRequest, predict_loaded
 from ..predict.result import Candidate, KPrediction
@@ -42,13 +43,13 @@ def predict_cells(session, prompt_ids: Sequence[Sequence[int]], plan: BenchPlan,
     """The prediction of every (method, batch size, k) speculative cell of ``plan`` on ``session``'s models (which
     must allow plain decoding: the target's sequences are its own)."""
     start = time.perf_counter()
-    methods = tuple(m for m in ("ngram", "draft") if m in plan.methods
-                    and (m != "draft" or session.draft_model is not None))
+    methods = tuple(m for m in SPECULATIVE if m in plan.methods
+                    and (not m.needs_draft or session.draft_model is not None))
     fixed = {k for k in plan.ks if k != AUTO}
     k_values = tuple(sorted(fixed | (set(AUTO_KS) if AUTO in plan.ks else set())))
     if not methods or not k_values:
         return BenchPrediction((), 0.0)
-    options = replace(plan.options, method="none")
+    options = replace(plan.options, method=Method.NONE)
     sampling = options.sampling
     say = progress or (lambda label: None)
     say("predicting: the target's sequences")
@@ -61,7 +62,7 @@ def predict_cells(session, prompt_ids: Sequence[Sequence[int]], plan: BenchPlan,
         request = PredictRequest(target=str(session.request.target), drafts=(), k_values=k_values,
                                  temperatures=() if sampling.greedy else (sampling.temperature,),
                                  top_k=sampling.top_k, top_p=sampling.top_p, options=options, batch_size=batch,
-                                 ngram="ngram" in methods)
+                                 ngram=Method.NGRAM in methods)
         candidates = predict_loaded(request, session, continuations.cycled(greedy, rows),
                                     [continuations.cycled(s, rows) for s in sampled],
                                     progress=lambda label, b=batch: say(f"predicting, batch {b}: {label}"))

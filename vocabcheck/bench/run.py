@@ -27,6 +27,7 @@ from dataclasses import replace
 from ..decode.metrics import Metrics
 from ..decode.session import Session
 from ..interrupts import Terminated, signal_of
+from ..methods import Method
 from .peer import PeerRun, PeerVariant, generate_one, one_line, peer_variants
 from .plan import (
     AUTO, BenchPlan, BenchResult, Cell, Failure, KValue, Predicted, Row, alpha_from_length, ideal_speedup,
@@ -75,8 +76,8 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
     expected speedup; the rows carry it beside what was measured."""
     say = progress or (lambda message: None)
     start = time.perf_counter()
-    methods = [m for m in plan.methods if m != "draft" or session.draft_model is not None]
-    ours = [Cell(m, b, k) for b in plan.batch_sizes for m in methods for k in (plan.ks if m != "none" else (0,))]
+    methods = [m for m in plan.methods if not m.needs_draft or session.draft_model is not None]
+    ours = [Cell(m, b, k) for b in plan.batch_sizes for m in methods for k in (plan.ks if m.proposes else (0,))]
     options = {cell.key: plan.cell_options(cell.method, cell.k) for cell in ours}  # a bad k fails before measuring
     peers: dict[tuple, PeerVariant] = {}
     hf_note, failures = "", []
@@ -131,7 +132,7 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
     return BenchResult(plan=plan, rows=tuple(rows), hf_rows=tuple(hf_rows), device=str(session.device),
                        dtype=str(session.dtype).removeprefix("torch."), prompts=len(prompts),
                        seconds=time.perf_counter() - start, hf_note=hf_note, interrupted=interrupted, signum=signum,
-                       translated=session.translator is not None and "draft" in methods, failures=tuple(failures),
+                       translated=session.translator is not None and Method.DRAFT in methods, failures=tuple(failures),
                        repeats_done=repeats_done, cells_planned=len(order))
 
 
@@ -193,11 +194,11 @@ def _rows(cells: list[Cell], plan: BenchPlan, predict: Predict | None) -> list[R
     measured = {cell.key: cell for cell in cells if cell.runs}
     rows = []
     for cell in measured.values():
-        base = measured.get(("none", cell.batch_size, 0))
+        base = measured.get((Method.NONE, cell.batch_size, 0))
         if base is not None and base.outputs and plan.options.sampling.greedy:
             cell.lossless = all(o == base.outputs[0] for o in cell.outputs)
         row = _row(cell, base)
-        if predict is not None and cell.method != "none":
+        if predict is not None and cell.method != Method.NONE:
             row = _predicted(row, predict(cell.method, cell.batch_size, cell.k))
         rows.append(row)
     return rows
@@ -216,7 +217,7 @@ def _peer_rows(cells: list[Cell], ours: dict, *, greedy: bool) -> list[Row]:
     """transformers' rows: speedup against transformers' own plain decoding; greedy output checked against our
     plain decoding at batch 1 (or theirs, where ours did not run)."""
     base = next((c for c in cells if c.method == "hf-none"), None)
-    plain = ours.get(("none", 1, 0))
+    plain = ours.get((Method.NONE, 1, 0))
     reference = plain.outputs[0] if plain is not None and plain.runs else base.outputs[0] if base else None
     rows = []
     for cell in cells:
@@ -253,7 +254,7 @@ def _noise(row: Row, repeats: int) -> Row:
 
 def _measured_row(cell: Cell, base: Cell | None) -> Row:
     totals = cell.totals
-    speculative = cell.method != "none"
+    speculative = cell.method != Method.NONE
     speedup = base.tpot_ms / cell.tpot_ms if base is not None and cell.tpot_ms else None
     proposed = totals.drafted / totals.steps if speculative and totals.steps else None
     row = Row(
@@ -272,7 +273,7 @@ def _measured_row(cell: Cell, base: Cell | None) -> Row:
         return row
     verify_cost = cell.verify_pass_s / plain_step
     # n-gram lookup costs no model forward: c = 0 and the ideal is the mean accepted length itself
-    cost_ratio = cell.draft_pass_s / plain_step if cell.method == "draft" else 0.0
+    cost_ratio = cell.draft_pass_s / plain_step if cell.method == Method.DRAFT else 0.0
     length = totals.mean_accepted_length
     k = cell.k if cell.k != AUTO else (proposed or 0.0)  # auto: the proposal length it chose, on average
     ideal = ideal_speedup(length, k, cost_ratio)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..methods import Method
 from .plan import AUTO, BenchPlan
 
 
@@ -51,10 +52,11 @@ class EngineRow:
                 "tpot_ratio": self.tpot_ratio, "repeats": self.repeats, "identical": self.identical}
 
 
-def vllm_cells(plan: BenchPlan, methods: Sequence[str]) -> list[tuple[str, int, int]]:
+def vllm_cells(plan: BenchPlan, methods: Sequence[Method]) -> list[tuple[Method, int, int]]:
     """(method, batch size, k) of every cell vLLM can run: fixed k only."""
-    return [(m, b, 0 if m == "none" else k) for b in plan.batch_sizes for m in methods
-            for k in ((0,) if m == "none" else [k for k in plan.ks if k != AUTO])]
+    methods = [Method.parse(m) for m in methods]
+    return [(m, b, k if m.proposes else 0) for b in plan.batch_sizes for m in methods
+            for k in ([k for k in plan.ks if k != AUTO] if m.proposes else (0,))]
 
 
 class EngineProcess:
@@ -108,24 +110,25 @@ class EngineProcess:
         self.log.close()
 
 
-def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, methods: Sequence[str],
+def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, methods: Sequence[Method],
                   progress: Callable[[str], None] | None = None) -> tuple[list[EngineRow], str]:
     """Measure every fixed-k cell on vLLM, each repeat paired with vocabcheck's (``session``) run of the cell."""
     from .run import _batches, _run_ours
 
     say = progress or (lambda message: None)
+    methods = [Method.parse(m) for m in methods]
     request = session.request
     rows, version, device = [], "", ""
     for method, batch_size, k in vllm_cells(plan, methods):
-        options = plan.cell_options(method, k if method != "none" else 0)
+        options = plan.cell_options(method, k if method.proposes else 0)
         batches = _batches(prompts, batch_size)
         sampling = plan.options.sampling
-        job = {"target": request.target, "draft": request.draft if method == "draft" else None, "method": method,
-               "k": k if method != "none" else 0, "seed": plan.options.seed, "ngram_min": options.ngram_min,
+        job = {"target": request.target, "draft": request.draft if method.needs_draft else None, "method": method,
+               "k": k if method.proposes else 0, "seed": plan.options.seed, "ngram_min": options.ngram_min,
                "ngram_max": options.ngram_max, "batch_size": batch_size, "device": request.device,
                "dtype": request.dtype, "prompts": [ids for batch in batches for ids in batch],
                "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}}
-        label = f"vLLM {method}, batch {batch_size}" + (f", k={k}" if method != "none" else "")
+        label = f"vLLM {method}, batch {batch_size}" + (f", k={k}" if method.proposes else "")
         say(f"starting vLLM and warming up: {label}")
         engine = EngineProcess(job)
         try:
@@ -154,7 +157,7 @@ def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, me
             vllm_mean_accepted_length=statistics.median(t["mean_accepted_length"] for t in theirs),
             vocabcheck_mean_accepted_length=statistics.median(o[0].mean_accepted_length for o in ours),
             repeats=plan.repeat, identical=identical))
-    skipped = AUTO in plan.ks and any(m != "none" for m in methods)
+    skipped = AUTO in plan.ks and any(m.proposes for m in methods)
     note = (f"vLLM {version} on {device}, one engine process per cell; each vLLM repeat paired with vocabcheck's "
             "run of the same cell right after it; eos ignored"
             + ("; no vLLM row for -k auto (vLLM runs one k for every row)" if skipped else ""))

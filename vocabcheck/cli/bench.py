@@ -12,6 +12,7 @@ from .options import (
     MAX_BATCH_SIZE, MAX_REPEAT, MAX_WARMUP, AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate,
     proposal_lengths, whole_number,
 )
+from ..methods import MAX_K, Method
 from .output import emit_json
 
 
@@ -31,10 +32,11 @@ def bench(
     target: str = typer.Argument(..., help="The target model."),
     draft: str = typer.Argument(None, help="The draft model (omit to bench none and ngram only)."),
     batch_sizes: str = typer.Option("1,16", "--batch-sizes", help="Comma-separated batch sizes."),
-    methods: str = typer.Option("none,ngram,draft", "--methods", help="Comma-separated: none, ngram, draft."),
+    methods: str = typer.Option("none,ngram,draft", "--methods", help="Comma-separated: none (plain decoding), "
+                                                                      "ngram (prompt lookup), draft."),
     k: str = typer.Option("4,auto", "-k", "--num-speculative-tokens",
                           parser=proposal_lengths("-k / --num-speculative-tokens", many=True),
-                          help="Tokens proposed per step: comma-separated whole numbers 1-64 and/or auto, each "
+                          help=f"Tokens proposed per step: comma-separated whole numbers 1-{MAX_K} and/or auto, each "
                                "measured side by side."),
     max_new_tokens: MaxNewTokens = 64,
     prompts: Path = typer.Option(None, "--prompts", help="Prompt file (one per line, or JSONL); default: "
@@ -66,7 +68,7 @@ def bench(
     checked against plain decoding in every cell (exit code 1 if it differs)."""
     from ..bench import BenchPlan, default_prompts, parse_ks, run_bench
     from ..bench.prediction import predict_cells
-    from ..decode import METHODS, DecodeOptions, Sampling
+    from ..decode import DecodeOptions, Sampling
     from ..decode.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
     from ..errors import BadOption, VocabcheckError
@@ -76,7 +78,7 @@ def bench(
 
     bench_report.check_destination(report)  # before the benchmark runs: one line, exit code 2
     sizes = _csv(batch_sizes, int, "batch-sizes")
-    chosen = _csv(methods, str, "methods")
+    chosen = Method.parse_list(methods)
     if max_new_tokens < 2:  # time per output token is measured over the tokens after the first
         raise BadOption(f"--max-new-tokens must be at least 2 for bench (time per output token counts the tokens "
                         f"after the first), not {max_new_tokens}")
@@ -84,10 +86,7 @@ def bench(
         raise VocabcheckError("--batch-sizes must be positive")
     if any(b > MAX_BATCH_SIZE for b in sizes):
         raise VocabcheckError(f"--batch-sizes must be at most {MAX_BATCH_SIZE:,}, not {max(sizes):,}")
-    unknown = [m for m in chosen if m not in METHODS]
-    if unknown:
-        raise VocabcheckError(f"--methods: unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
-    if "draft" in chosen and not draft:
+    if any(m.needs_draft for m in chosen) and not draft:
         raise VocabcheckError("--methods includes draft but no DRAFT model was given")
     ks = parse_ks(k)
     options = DecodeOptions(max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
@@ -96,7 +95,7 @@ def bench(
     texts = read_prompt_file(prompts, prompt_format) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
     with terminal.progress_line(err, "loading the models"):
-        session = start_session(RunRequest(target=target, draft=draft if "draft" in chosen else None,
+        session = start_session(RunRequest(target=target, draft=draft if any(m.needs_draft for m in chosen) else None,
                                            methods=_session_methods(chosen, predict), device=device, dtype=dtype,
                                            allow_incompatible=allow_incompatible, translate=translate,
                                            max_new_tokens=max_new_tokens),
@@ -140,7 +139,7 @@ def _with_vllm(result, session, ids, plan, methods, say):
     return dataclasses.replace(result, vllm_rows=tuple(rows), vllm_note=note)
 
 
-def _session_methods(chosen: tuple[str, ...], predict: bool) -> tuple[str, ...]:
+def _session_methods(chosen: tuple[Method, ...], predict: bool) -> tuple[Method, ...]:
     """The methods the session is started for: the prediction generates the target's own sequences (plain
     decoding) even where the bench does not measure it."""
-    return tuple(dict.fromkeys(chosen + ("none",))) if predict else chosen
+    return tuple(dict.fromkeys(chosen + (Method.NONE,))) if predict else chosen

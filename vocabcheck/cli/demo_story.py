@@ -9,6 +9,7 @@ import shlex
 from rich.text import Text
 
 from ..demo.pair import DemoPair, demo_pair
+from ..methods import Method
 from ..render import terminal
 from ..render.phases import phases
 
@@ -72,7 +73,7 @@ def _run(out, pair: DemoPair) -> None:
     with terminal.progress_line(out, "loading the target and the draft"):
         session = start_session(RunRequest(target=str(pair.target), draft=str(pair.draft), device="cpu"))
     result = session.generate([Prompt(PROMPT)], DecodeOptions(max_new_tokens=48, k=4))
-    plain = session.generate([Prompt(PROMPT)], DecodeOptions(method="none", max_new_tokens=48))
+    plain = session.generate([Prompt(PROMPT)], DecodeOptions(method=Method.NONE, max_new_tokens=48))
     terminal.print_texts(out, session, result)
     terminal.print_metrics(out, session, result)
     same = result.sequences[0].token_ids == plain.sequences[0].token_ids
@@ -96,7 +97,7 @@ def _bench(out, pair: DemoPair) -> None:
     with phases(terminal.console(stderr=True), "benchmarking") as say:
         result = run_bench(session, ids, plan, progress=say)
     terminal.print_table(out, bench_report.summary_table(result))
-    draft = result.row("draft", 1)
+    draft = result.row(Method.DRAFT, 1)
     if draft is not None and draft.ideal_speedup:
         out.print(f"batch 1: acceptance {draft.acceptance_rate:.0%}, mean accepted length "
                   f"{draft.mean_accepted_length:.2f}, cost ratio c = {draft.cost_ratio:.3f}: the ideal speedup is "

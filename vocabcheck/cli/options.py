@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from ..errors import VocabcheckError
+from ..methods import DEFAULT_K_MAX, MAX_K, Method, parse_k, parse_ks
 
 # (the checks raise VocabcheckError, not the ValueError BadOption also is: typer would wrap a ValueError in its own
 # usage block)
@@ -68,26 +69,24 @@ def real_number(flag: str) -> Callable[[object], float]:
 
 
 def proposal_lengths(flag: str, many: bool = False) -> Callable[[object], object]:
-    """A parser for ``-k``: ``auto`` or a whole number (``many``: a comma-separated list of them, as text, for
-    bench); one line for anything else. The range (1-64) is :class:`vocabcheck.decode.DecodeOptions`' to check."""
-    def one(item: str) -> int | str:
-        item = item.strip().lower()
-        if item == "auto":
-            return item
-        try:
-            return int(item)
-        except ValueError:
-            raise VocabcheckError(f"{flag} takes a whole number or auto, not {item!r}") from None
-
+    """A parser for ``-k``: ``auto`` or a whole number from 1 to 64 (``many``: a comma-separated list of them, kept as
+    text for the command); one line for anything else (:func:`vocabcheck.methods.parse_k`, the one k parser)."""
     def parse(value: object) -> object:
-        if not many:
-            return value if isinstance(value, int) else one(str(value))
-        text = str(value)
-        for item in text.split(","):
-            if item.strip():
-                one(item)
-        return text
+        try:
+            if not many:
+                return parse_k(value, flag)
+            parse_ks(str(value), flag)
+        except VocabcheckError as exc:  # not a ValueError to click, which would prefix "Value error"
+            raise VocabcheckError(str(exc)) from None
+        return str(value)
     return parse
+
+
+def _method(value: object) -> Method:
+    try:
+        return Method.parse(value)
+    except VocabcheckError as exc:
+        raise VocabcheckError(str(exc)) from None
 
 
 def _device(value: str) -> str:
@@ -121,10 +120,13 @@ NgramMin = Annotated[int, typer.Option("--ngram-min", parser=whole_number("--ngr
                                        help="Shortest n-gram to match.")]
 NgramMax = Annotated[int, typer.Option("--ngram-max", parser=whole_number("--ngram-max"),
                                        help="Longest n-gram to match.")]
+SpeculationMethod = Annotated[Method, typer.Option(
+    "--method", parser=_method, metavar="|".join(Method),
+    help="; ".join(f"{m}: {m.help}" for m in Method) + ".")]
 ProposalLength = Annotated[str, typer.Option(
     "-k", "--num-speculative-tokens", parser=proposal_lengths("-k / --num-speculative-tokens"),
-    help="Tokens proposed per step: auto (chosen every step from measured costs and acceptance, 0-8) or a fixed "
-         "1-64.")]
+    help=f"Tokens proposed per step: auto (chosen every step from measured costs and acceptance, 0-{DEFAULT_K_MAX}) "
+         f"or a fixed 1-{MAX_K}.")]
 def one_of(flag: str, choices: tuple[str, ...]) -> Callable[[object], str]:
     """A parser for an option that takes one of a few words: one line for anything else."""
     def parse(value: object) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from ..methods import AUTO, MAX_K, Method, parse_ks
 from .options import BatchSize, Device, Dtype, MaxNewTokens, NgramMax, NgramMin, Seed, TopK, TopP
 from .output import emit_json
 
@@ -23,7 +24,7 @@ def predict(
                                           "traffic (no decoding runs)."),
     chat: bool = typer.Option(False, "--chat", help="Format prompts with the target's chat template."),
     k: str = typer.Option("1,2,3,4,5,6,7,8", "-k", "--num-speculative-tokens",
-                          help="The k values to predict, comma-separated (1-64)."),
+                          help=f"The k values to predict, comma-separated (1-{MAX_K})."),
     max_new_tokens: MaxNewTokens = 64,
     temperature: list[float] = typer.Option(None, "--temperature",
                                             help="Also predict sampling at this temperature; repeat for several."),
@@ -56,7 +57,7 @@ def predict(
         target=target, drafts=tuple(drafts or ()), k_values=_k_values(k, BadOption),
         temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=batch_size, chat=chat,
         ngram=ngram, device=device, dtype=dtype,
-        options=DecodeOptions(method="none", max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
+        options=DecodeOptions(method=Method.NONE, max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
                               ngram_max=ngram_max, ignore_eos=ignore_eos))
     if not request.drafts and not ngram:
         raise VocabcheckError("nothing to predict: give a DRAFT model, or leave n-gram lookup on")
@@ -77,19 +78,17 @@ def predict(
         sys.stdout.write(predict_report.predict_markdown(prediction, command=command))
     else:
         predict_report.print_prediction(terminal.console(), prediction)
-    named = [c for c in prediction.candidates if c.method == "draft"]
+    named = [c for c in prediction.candidates if c.method.needs_draft]
     if named and all(c.refused for c in named):  # no named draft can run with this target
         raise typer.Exit(1)
 
 
 def _k_values(text: str, error) -> tuple[int, ...]:
-    try:
-        values = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
-    except ValueError:
-        values = ()
-    if not values:
-        raise error(f"-k must be comma-separated integers such as 1,2,4,8, not {text!r}")
-    return values
+    """predict's k values: the one k parser's list (:func:`vocabcheck.methods.parse_ks`), fixed lengths only."""
+    values = parse_ks(text)
+    if AUTO in values:
+        raise error("-k auto is what predict chooses among; give the fixed k values to predict, such as 1,2,4,8")
+    return tuple(sorted(values))
 
 
 @contextlib.contextmanager

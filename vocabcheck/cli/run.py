@@ -8,17 +8,18 @@ from pathlib import Path
 import typer
 
 from .options import (
-    ProposalLength,
+    ProposalLength, SpeculationMethod,
     AllowIncompatible, BatchSize, Device, Dtype, Engine, MaxNewTokens, NgramMax, NgramMin, Seed, Temperature, TopK, TopP, Translate,
     whole_number,
 )
+from ..methods import Method
 from .output import emit_json
 
 
 def run(
     target: str = typer.Argument(..., help="The target model (directory or hub id)."),
     draft: str = typer.Argument(None, help="The draft model; not needed for --method ngram or none."),
-    method: str = typer.Option("draft", "--method", help="draft, ngram (prompt lookup) or none (plain decoding)."),
+    method: SpeculationMethod = Method.DRAFT,
     prompt: list[str] = typer.Option(None, "--prompt", help="A prompt; repeat for several."),
     prompt_file: Path = typer.Option(None, "--prompt-file", help="One prompt per line, or JSONL."),
     prompt_format: str = typer.Option(None, "--prompt-format", help="text or jsonl (default: jsonl for a .jsonl "
@@ -50,8 +51,8 @@ def run(
 
     options = DecodeOptions(method=method, k=k, max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
                             ngram_max=ngram_max, sampling=Sampling(temperature=temperature, top_k=top_k, top_p=top_p))
-    if method == "draft" and not draft:
-        raise VocabcheckError("--method draft needs a DRAFT model (or use --method ngram / none)")
+    if method.needs_draft and not draft:
+        raise VocabcheckError(f"--method {method} needs a DRAFT model (or use --method ngram / none)")
     prompts = [Prompt(p) for p in (prompt or [])]
     if prompt_file is not None:
         prompts += read_prompt_file(prompt_file, prompt_format)
@@ -64,15 +65,15 @@ def run(
         _warn(note)
     out = terminal.console()
     err = terminal.console(stderr=True)
-    request = RunRequest(target=target, draft=draft if method == "draft" else None, methods=(method,),
+    request = RunRequest(target=target, draft=draft if method.needs_draft else None, methods=(method,),
                          device=device, dtype=dtype, allow_incompatible=allow_incompatible, translate=translate,
                          max_new_tokens=max_new_tokens)
-    with terminal.progress_line(err, "comparing the pair and loading the models" if method == "draft" else
+    with terminal.progress_line(err, "comparing the pair and loading the models" if method.needs_draft else
                                 "loading the model"):
         session = open_session(engine, request, debug=_debugging(),
                                on_refusal=None if json_out else lambda c: terminal.print_refusal(err, c),
                                on_warning=_warn, progress=lambda line: print(line, file=sys.stderr))
-    if engine == "vllm" and method != "none" and k == "auto":
+    if engine == "vllm" and method.proposes and k == "auto":
         from ..engines.vllm import AUTO_K
 
         _warn(f"-k auto is vocabcheck's per-row controller; vLLM runs one k for every row: k = {AUTO_K} "
@@ -100,10 +101,10 @@ def run(
         raise typer.Exit(interrupts.report(result.signum))
 
 
-def _unused_options(method: str, draft: str | None, translate: bool) -> list[str]:
+def _unused_options(method: Method, draft: str | None, translate: bool) -> list[str]:
     """What the command line asks for that ``--method`` does not use: warned about (one line each), never silently
     dropped; the run goes on without it."""
-    if method == "draft":
+    if method.needs_draft:
         return []
     notes = [f"DRAFT {draft} is not used by --method {method}; ignored"] if draft else []
     if translate:
@@ -118,7 +119,7 @@ def _unused_knobs(options) -> list[str]:
     from ..decode import DecodeOptions, Sampling
 
     notes, default, unwarped = [], DecodeOptions(), Sampling()
-    if options.method != "ngram" and (options.ngram_min, options.ngram_max) != (default.ngram_min, default.ngram_max):
+    if options.method is not Method.NGRAM and (options.ngram_min, options.ngram_max) != (default.ngram_min, default.ngram_max):
         notes.append(f"--ngram-min/--ngram-max do nothing with --method {options.method}; ignored")
     sampling = options.sampling
     if sampling.greedy and (sampling.top_k, sampling.top_p) != (unwarped.top_k, unwarped.top_p):

@@ -4,8 +4,8 @@ the one description of what a call does."""
 
 from .engine import generate
 from .metrics import Metrics
-from .options import METHODS, DecodeOptions
+from .options import DecodeOptions
 from .result import Generation
 from .sampling import Sampling
 
-__all__ = ["METHODS", "DecodeOptions", "Generation", "Metrics", "Sampling", "generate"]
+__all__ = ["DecodeOptions", "Generation", "Metrics", "Sampling", "generate"]

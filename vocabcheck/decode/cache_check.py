@@ -37,6 +37,7 @@ from collections.abc import Callable
 import torch
 
 from ..errors import UnsupportedModel, VocabcheckError, exception_line
+from ..methods import Method
 from .head import PLAIN_HEAD
 from .layout import AttentionLayout, rollback_problem
 
@@ -76,8 +77,8 @@ def check_models(methods, target, draft, target_where, draft_where) -> str | Non
     """The decision for every model the chosen ``methods`` drive (:func:`loop_problem`). A model vocabcheck's loop
     cannot drive is refused (one line, exit 2) where a speculative method would use it; where only plain decoding is
     asked, the target's problem is returned and the caller hands the model to transformers' own ``generate``."""
-    speculative = any(method != "none" for method in methods)
-    if draft is not None and "draft" in methods:
+    speculative = any(Method(m).proposes for m in methods)
+    if draft is not None and any(Method(m).needs_draft for m in methods):
         problem = loop_problem(draft)
         if problem is not None:
             raise UnsupportedModel(problem, draft_where)

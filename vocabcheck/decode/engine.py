@@ -117,7 +117,7 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
     check_pair(options, draft, alignment, translator)
     if not prompts or any(len(p) == 0 for p in prompts):
         raise ValueError("every prompt needs at least one token")
-    if check_models((options.method,), target, draft if options.method == "draft" else None, _where(target),
+    if check_models((options.method,), target, draft if options.method.needs_draft else None, _where(target),
                     _where(draft)) is not None:  # only plain decoding gets here with a problem
         return generate_plain(target, prompts, options, eos_ids, on_tokens)
     batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, translator=translator,
@@ -150,7 +150,7 @@ def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, tr
     size = len(prompts)
     rows = [Row(tuple(p), RowMetrics()) for p in prompts]
     metrics = Metrics(method=options.method, k=options.k_label, batch_size=size, rows=[r.metrics for r in rows],
-                      translated=options.method == "draft" and translator is not None)
+                      translated=options.method.needs_draft and translator is not None)
     proposer = proposer_for(options, target, draft=draft, alignment=alignment, translator=translator,
                             rows=metrics.rows, device=device)
     if generator is None:

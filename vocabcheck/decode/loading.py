@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,7 @@ class Prompt:
     text: str | None
     messages: tuple[dict[str, Any], ...] | None = None
     response: str | None = None  # a JSONL line's "response": what the target answered (recorded traffic, `predict`)
+    origin: tuple[Path, int] | None = field(default=None, compare=False)  # (prompt file, line) it was read from
 
 
 PROMPT_FORMATS = ("text", "jsonl")
@@ -124,7 +125,7 @@ def read_prompt_file(path: Path, prompt_format: str | None = None) -> list[Promp
                                  path)
             prompt = _jsonl_prompt(line, number, path) if jsonl else Prompt(line)
             _check_size(prompt, number, longest, path)
-            prompts.append(prompt)
+            prompts.append(replace(prompt, origin=(path, number)))
     if not prompts:
         raise InputError("prompt file holds no prompts", path)
     return prompts
@@ -244,6 +245,9 @@ def encode_prompts(profile: ModelProfile, prompts: Sequence[Prompt], chat: bool)
         else:
             ids = tokenizer.encode(prompt.text, add_special_tokens=True).ids
         if not ids:
+            if prompt.origin is not None:
+                raise InputError(f"line {prompt.origin[1]}: the prompt encodes to no tokens; give it some text",
+                                 prompt.origin[0])
             raise VocabcheckError("a prompt encodes to no tokens; give it some text")
         encoded.append(ids)
     return encoded

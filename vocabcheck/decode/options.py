@@ -5,42 +5,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import BadOption
+from ..methods import AUTO, DEFAULT_K_MAX, MAX_K, Method, check_k as _check_k, parse_k  # noqa: F401  (re-exported)
 from .sampling import Sampling
-
-METHODS = ("draft", "ngram", "none")  # every view, schema and command line reads this list
-MAX_K = 64
-AUTO = "auto"
-
-
-def parse_k(value: object) -> int | str:
-    """``-k`` as the command line gives it: ``auto`` or a whole number from 1 to 64 (one line otherwise)."""
-    text = str(value).strip().lower()
-    if text == AUTO:
-        return AUTO
-    try:
-        k = int(text)
-    except ValueError:
-        raise BadOption(f"-k (tokens proposed per step) must be between 1 and {MAX_K} or auto, not {value!r}") \
-            from None
-    _check_k(k)
-    return k
-
-
-def _check_k(k: object) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-        raise BadOption(f"-k (tokens proposed per step) must be between 1 and {MAX_K} or auto, not {k!r}")
 
 
 @dataclass(frozen=True)
 class DecodeOptions:
-    """``method``: ``"draft"`` (a draft model proposes), ``"ngram"`` (prompt lookup proposes) or ``"none"`` (plain
-    decoding). ``k`` is the proposal length: ``"auto"`` (the default) lets :mod:`vocabcheck.decode.controller` pick,
+    """``method``: a :class:`vocabcheck.methods.Method` (a draft model, prompt lookup, or plain decoding; its string
+    is accepted). ``k`` is the proposal length: ``"auto"`` (the default) lets :mod:`vocabcheck.decode.controller` pick,
     every step and for the batch's live rows, 0 to ``k_max`` tokens from the measured costs and acceptance; an
     integer proposes that many every step. Every row stops after ``max_new_tokens`` tokens or at an eos id (unless
     ``ignore_eos``). ``time_phases`` splits the time between draft and target; by default it is on on the CPU and
     off on CUDA, where it would cost a device sync per phase."""
 
-    method: str = "draft"
+    method: Method = Method.DRAFT
     k: int | str = AUTO
     max_new_tokens: int = 64
     sampling: Sampling = field(default_factory=Sampling)
@@ -49,11 +27,10 @@ class DecodeOptions:
     ngram_max: int = 3
     ignore_eos: bool = False
     time_phases: bool | None = None
-    k_max: int = 8
+    k_max: int = DEFAULT_K_MAX
 
     def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise BadOption(f"--method must be one of {', '.join(METHODS)}, not {self.method!r}")
+        object.__setattr__(self, "method", Method.parse(self.method))
         if self.k != AUTO:
             _check_k(self.k)
         if isinstance(self.k_max, bool) or not isinstance(self.k_max, int) or not 1 <= self.k_max <= MAX_K:
@@ -66,7 +43,7 @@ class DecodeOptions:
 
     @property
     def speculative(self) -> bool:
-        return self.method != "none"
+        return self.method.proposes
 
     @property
     def adaptive(self) -> bool:

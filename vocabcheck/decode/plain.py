@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import torch
 
 from ..errors import ModelFailure, exception_line
+from ..methods import Method
 from .metrics import Metrics, RowMetrics
 from .options import DecodeOptions
 from .result import GeneratedSequence, Generation
@@ -55,7 +56,7 @@ def generate_plain(model, prompts: Sequence[Sequence[int]], options: DecodeOptio
                    on_tokens=None):
     device = next(model.parameters()).device
     eos = [] if options.ignore_eos else list(eos_ids)
-    metrics = Metrics(method="none", k=0, batch_size=1)
+    metrics = Metrics(method=Method.NONE, k=0, batch_size=1)
     sequences, interrupted, start = [], False, time.perf_counter()
     torch.manual_seed(options.seed)
     config = _generation_config(options, eos)

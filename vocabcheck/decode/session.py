@@ -12,13 +12,14 @@ from ..errors import InputError, RefusedPair
 from ..interrupts import Terminated, signal_of
 from ..check import compare
 from ..profile import ModelProfile, profile_of
+from ..methods import Method
 from ..verdict import Comparison, Verdict, judge, translation_blockers
 from .cache_check import check_models
 from .device import resolve_device, resolve_dtype
 from .engine import OnTokens, generate
 from .loading import Prompt, check_rollback, check_room, encode_prompts, load_model
 from .metrics import Metrics
-from .options import METHODS, DecodeOptions
+from .options import DecodeOptions
 from .result import Generation
 from .translate import Translator
 
@@ -30,12 +31,15 @@ class RunRequest:
 
     target: str
     draft: str | None
-    methods: tuple[str, ...] = METHODS
+    methods: tuple[Method, ...] = tuple(Method)
     device: str = "auto"
     dtype: str = "auto"
     allow_incompatible: bool = False
     translate: bool = False  # a pair whose tokenizers differ runs through its shared tokens
     max_new_tokens: int | None = None  # checked against the target's context before the weights load
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "methods", tuple(Method.parse(m) for m in self.methods))
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ class Session:
                      on_tokens: OnTokens | None = None, generator=None) -> Generation:
         if options.method not in self.request.methods:
             raise ValueError(f"this session was started for {', '.join(self.request.methods)}, not {options.method}")
-        use_draft = options.method == "draft"
+        use_draft = options.method.needs_draft
         translated = use_draft and self.translator is not None
         return generate(self.target_model, prompt_ids, options, draft=self.draft_model if use_draft else None,
                         alignment=self.comparison.alignment if use_draft and not translated else None,
@@ -137,7 +141,7 @@ def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] 
         target_profile, draft_profile, comparison, translator = judge_draft(request, None, on_refusal,
                                                                              on_warning or _warn)
     check_room(target_profile, request.max_new_tokens)
-    if any(method != "none" for method in request.methods):
+    if any(m.proposes for m in request.methods):
         for profile in (target_profile, draft_profile):
             if profile is not None:
                 check_rollback(profile)
@@ -160,12 +164,12 @@ def with_draft(session: Session, draft: str, *, translate: bool = False,
     """The session's target (already loaded) with another draft: compared, refused, loaded and checked as
     :func:`start_session` does."""
     request = replace(session.request, draft=draft, translate=translate,
-                      methods=tuple(dict.fromkeys(session.request.methods + ("draft",))))
+                      methods=tuple(dict.fromkeys(session.request.methods + (Method.DRAFT,))))
     _, draft_profile, comparison, translator = judge_draft(request, session.target_profile, on_refusal,
                                                             on_warning or _warn)
     check_rollback(draft_profile)
     draft_model = load_model(draft_profile, session.device, session.dtype)
-    check_models(("draft",), None, draft_model, session.target_profile.location, draft_profile.location)
+    check_models((Method.DRAFT,), None, draft_model, session.target_profile.location, draft_profile.location)
     return replace(session, request=request, draft_profile=draft_profile, comparison=comparison,
                    draft_model=draft_model, translator=translator)
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, VocabcheckError
+from ..methods import Method
 
 NAME = "vllm"
 AUTO_K = 4  # what -k auto runs on vLLM, which has one k for every row (said in a warning and in the document)
@@ -76,19 +77,24 @@ def version() -> str:
 # --- the speculative config, checked by vLLM itself ----------------------------------------------------------------
 
 
-def speculative_config(method: str, k: int, *, draft_dir: str | None = None, ngram_min: int = 1,
+ENGINE_METHOD = {Method.DRAFT: "draft_model", Method.NGRAM: "ngram"}
+"""vLLM's name for each proposing method (plain decoding is no speculative config at all)."""
+
+
+def speculative_config(method: Method | str, k: int, *, draft_dir: str | None = None, ngram_min: int = 1,
                        ngram_max: int = 3, per_batch_size: Sequence[tuple[int, int, int]] | None = None
                        ) -> dict[str, Any] | None:
     """vLLM's ``speculative_config`` for a vocabcheck method (None for plain decoding)."""
-    if method == "none":
+    method = Method.parse(method)
+    if not method.proposes:
         return None
-    if method == "draft":
-        config: dict[str, Any] = {"model": draft_dir, "method": "draft_model", "num_speculative_tokens": k}
-    elif method == "ngram":
-        config = {"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_min": ngram_min,
-                  "prompt_lookup_max": ngram_max}
+    if method not in ENGINE_METHOD:
+        raise VocabcheckError(f"--engine vllm runs --method {', '.join(ENGINE_METHOD)} or none, not {method}")
+    config: dict[str, Any] = {"method": ENGINE_METHOD[method], "num_speculative_tokens": k}
+    if method.needs_draft:
+        config = {"model": draft_dir, **config}
     else:
-        raise VocabcheckError(f"--engine vllm runs --method draft, ngram or none, not {method}")
+        config.update(prompt_lookup_min=ngram_min, prompt_lookup_max=ngram_max)
     if per_batch_size:
         config["num_speculative_tokens_per_batch_size"] = [list(row) for row in per_batch_size]
     return config

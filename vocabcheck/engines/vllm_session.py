@@ -172,7 +172,7 @@ class VllmSession:
 
         llm = self._engine(options, batch_size, max(len(p) for p in ids))
         tokenizer = self.target_profile.source.tokenizer
-        metrics = Metrics(method=options.method, k=engine_k(options.k) if options.method != "none" else 0,
+        metrics = Metrics(method=options.method, k=engine_k(options.k) if options.method.proposes else 0,
                           batch_size=0)
         results, interrupted = [], False
         try:
@@ -216,10 +216,10 @@ def batch_metrics(options, rows: Sequence[StepTimes], wall: float, spec: dict[st
     counts = EngineCounts(drafted=drafted, accepted=spec[SPEC_COUNTERS[2]],
                           drafted_at=(drafts,) * len(per_pos) if full else (),
                           accepted_at=per_pos if full else ())
-    return Metrics(method=options.method, k=engine_k(options.k) if options.method != "none" else 0,
+    return Metrics(method=options.method, k=engine_k(options.k) if options.method.proposes else 0,
                    batch_size=size, rows=row_metrics, verify_passes=max((len(r.counts) - 1 for r in rows), default=0),
                    total_s=wall, ttft_s=min((r.first_at for r in rows if r.first_at is not None), default=0.0),
-                   engine_counts=counts if options.method != "none" else None)
+                   engine_counts=counts if options.method.proposes else None)
 
 
 def open_session(request, *, debug: bool = False, on_refusal=None, on_warning=None,

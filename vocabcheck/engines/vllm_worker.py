@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from ..methods import Method
 
 
 def _answer(document) -> None:
@@ -31,7 +32,7 @@ def main() -> int:
 
     job = json.loads(sys.stdin.readline())
     sampling = Sampling(**job["sampling"])
-    options = DecodeOptions(method=job["method"], k=job["k"] if job["method"] != "none" else "auto", max_new_tokens=8, seed=job["seed"],
+    options = DecodeOptions(method=job["method"], k=job["k"] if Method(job["method"]).proposes else "auto", max_new_tokens=8, seed=job["seed"],
                             ngram_min=job["ngram_min"], ngram_max=job["ngram_max"], sampling=sampling,
                             ignore_eos=True)
     try:

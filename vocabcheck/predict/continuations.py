@@ -11,6 +11,7 @@ from ..decode.loading import Prompt
 from ..decode.options import DecodeOptions
 from ..decode.sampling import Sampling
 from ..errors import VocabcheckError
+from ..methods import Method
 from .teacher import Chain
 
 
@@ -54,7 +55,7 @@ def recorded(session, prompts: Sequence[Prompt], prompt_ids: Sequence[Sequence[i
 def generated(session, prompt_ids: Sequence[Sequence[int]], options: DecodeOptions, sampling: Sampling,
               batch_size: int) -> Continuations:
     """The target alone (plain decoding, ``batch_size`` prompts at a time) after each prompt."""
-    plain = replace(options, method="none", sampling=sampling)
+    plain = replace(options, method=Method.NONE, sampling=sampling)
     chains = []
     for begin in range(0, len(prompt_ids), batch_size):
         generation = session.generate_ids(prompt_ids[begin:begin + batch_size], plain)

@@ -19,6 +19,7 @@ from ..decode.sampling import Sampling
 from ..decode.session import RunRequest, Session, start_session, with_draft
 from ..decode.translate import TranslatedMapping, TranslatingProposer
 from ..errors import BadOption, RefusedPair
+from ..methods import MAX_K, Method
 from . import continuations, cost, teacher
 from .ngram_replay import ngram_proposals, ngram_runs
 from .replay import replayed_counts
@@ -39,7 +40,7 @@ class PredictRequest:
     temperatures: tuple[float, ...] = ()
     top_k: int = 0
     top_p: float = 1.0
-    options: DecodeOptions = field(default_factory=lambda: DecodeOptions(method="none"))
+    options: DecodeOptions = field(default_factory=lambda: DecodeOptions(method=Method.NONE))
     batch_size: int = 1
     sequence_batch_size: int = 16  # prompts the target's own sequences are generated for together
     chat: bool = False
@@ -49,8 +50,9 @@ class PredictRequest:
     measure_costs: bool = True
 
     def __post_init__(self) -> None:
-        if not self.k_values or any(not 1 <= k <= 64 for k in self.k_values):
-            raise BadOption(f"-k values must be between 1 and 64, not {list(self.k_values)}")
+        if not self.k_values or any(isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K
+                                    for k in self.k_values):
+            raise BadOption(f"-k values must be between 1 and {MAX_K}, not {list(self.k_values)}")
         if min(self.batch_size, self.sequence_batch_size) < 1:
             raise BadOption(f"--batch-size must be at least 1, not {min(self.batch_size, self.sequence_batch_size)}")
         for temperature in self.temperatures:
@@ -95,7 +97,7 @@ def predict(request: PredictRequest, prompts: Sequence[Prompt], progress: Progre
     """Predict every candidate; ``progress(label)`` is called after each unit of :meth:`PredictRequest.units`."""
     say = progress or (lambda label: None)
     start = time.perf_counter()
-    session = start_session(RunRequest(target=request.target, draft=None, methods=("none", "ngram", "draft"),
+    session = start_session(RunRequest(target=request.target, draft=None, methods=tuple(Method),
                                        device=request.device, dtype=request.dtype,
                                        max_new_tokens=request.options.max_new_tokens))
     prompt_ids = session.encode(prompts, request.chat)
@@ -183,7 +185,7 @@ def _ngram(context: _Context) -> Candidate:
             context, [expected_counts(tables, chosen.budgets, k) for k in request.k_values], costs)))
         context.say(f"n-gram lookup, temperature {temperature:g}")
     context.say("n-gram lookup, costs")
-    return Candidate(draft="ngram", method="ngram", greedy=greedy, sampled=tuple(sampled), costs=costs)
+    return Candidate(draft="ngram", method=Method.NGRAM, greedy=greedy, sampled=tuple(sampled), costs=costs)
 
 
 def _draft(context: _Context, draft: str, on_refusal) -> Candidate:
@@ -196,7 +198,7 @@ def _draft(context: _Context, draft: str, on_refusal) -> Candidate:
     except RefusedPair as refusal:
         for _ in range(2 + len(request.temperatures)):
             context.say(f"{draft}: refused")
-        return Candidate(draft=draft, method="draft", refused=refusal.one_line())
+        return Candidate(draft=draft, method=Method.DRAFT, refused=refusal.one_line())
     return _loaded_draft(context, session, draft)
 
 
@@ -231,7 +233,7 @@ def _loaded_draft(context: _Context, session: Session, draft: str) -> Candidate:
                                  context.target_step_s, context.verify_s)
     context.say(f"{draft}: costs")
     sampled = [(t, _predictions(context, counts, costs)) for t, counts in sampled]
-    return Candidate(draft=draft, method="draft", translated=session.translator is not None,
+    return Candidate(draft=draft, method=Method.DRAFT, translated=session.translator is not None,
                      greedy=_predictions(context, greedy_counts_, costs), sampled=tuple(sampled), costs=costs)
 
 

@@ -4,6 +4,7 @@ the measured costs give it; refused pairs carry the `compare` reason instead."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from ..methods import Method
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Candidate:
     """One draft as the user named it (or ``ngram``): greedy per k, sampled per (temperature, k), or the refusal."""
 
     draft: str
-    method: str  # "draft" or "ngram"
+    method: Method  # a proposing one
     translated: bool = False
     refused: str | None = None
     greedy: tuple[KPrediction, ...] = ()

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..decode.metrics import Metrics, RowMetrics
+from ..methods import Method
 from .result import Counts
 
 UNLIMITED = 1 << 30
@@ -84,7 +85,7 @@ def _greedy_batch(rows: Sequence[RowRuns], k: int, metrics: Sequence[RowMetrics]
 
 def counts_of(metrics: Sequence[RowMetrics], k: int) -> Counts:
     """The counts of rows the decoder's way (:class:`Metrics` sums them)."""
-    total = Metrics(method="draft", k=k, batch_size=len(metrics), rows=list(metrics))
+    total = Metrics(method=Method.DRAFT, k=k, batch_size=len(metrics), rows=list(metrics))
     return Counts(k=k, steps=total.steps, drafted=total.drafted, accepted=total.accepted,
                   drafted_at=tuple(total.drafted_at), accepted_at=tuple(total.accepted_at))
 
