@@ -51,8 +51,8 @@ DEFAULT_COUNTS = {
     "tokenizer-full": 600,
     "gguf-full": 400,
     "tokenizer-pipeline": 8_000,
-    "state-file": 8_000,
-    "prompt-file": 3_000,
+    "state-file": 30_000,
+    "prompt-file": 12_000,
 }
 
 # Crashes found while the fuzz suite was built, and where each was fixed; kept here so that the report lists them.

@@ -191,9 +191,12 @@ def test_bench_predict_shows_the_prediction_beside_what_each_cell_measured(capsy
 
 def test_bench_rejects_bad_options(capsys, qwen_pair):
     target, draft = qwen_pair
-    for argv, words in ((["--methods", "none,beam"], "unknown method"), (["--batch-sizes", "1,x"], "--batch-sizes"),
-                        (["--batch-sizes", "0"], "positive"), (["-k", "0"], "-k (tokens proposed per step) must be between 1 and 64 or auto, not 0"),
-                        (["-k", "4,x"], "not 'x'"), (["-k", "65"], "not 65"), (["-k", ","], "-k takes")):
+    flag = "-k / --num-speculative-tokens"
+    for argv, words in ((["--methods", "none,beam"], "--methods must be one of none, ngram, draft, not 'beam'"),
+                        (["--batch-sizes", "1,x"], "--batch-sizes"), (["--batch-sizes", "0"], "positive"),
+                        (["-k", "0"], f"{flag} must be between 1 and 64 or auto, not 0"),
+                        (["-k", "4,x"], "not 'x'"), (["-k", "65"], "not 65"),
+                        (["-k", ","], f"{flag} takes whole numbers from 1 to 64 or auto, comma-separated")):
         code = main(["bench", str(target), str(draft)] + argv)
         _, err = capsys.readouterr()
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (argv, err)
