@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from vocabcheck.machine import machine_description
+from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -136,7 +136,7 @@ def report(cells, commands, args, auto: bool, prompt_name: str) -> str:
              f"- command: `{command}`",
              f"- each run: `python -m vocabcheck {shlex.join(example)}` (method, draft and `-k` per row; the prompt "
              f"file holds the bench's first {args.prompts} default prompts, one JSON object per line)",
-             f"- machine: {machine_description()}; load "
+             f"- {current().line()}; load "
              f"average {os.getloadavg()[0]:.2f} at the end (a shared machine: compare rows, not runs)",
              f"- {args.runs} runs per row, rows alternating (forward, then backward); medians",
              f"- `-k auto`: {'accepted by this checkout and measured' if auto else 'not accepted by this checkout'}",

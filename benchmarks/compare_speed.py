@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from vocabcheck.machine import machine_description
+from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent  # run from here (``python -m``): this checkout's vocabcheck and tests
 
@@ -110,9 +110,9 @@ def main() -> None:
 
 
 def machine_line(load_before: float) -> str:
-    """The report's machine line: what ran, and the load average around the run (``load_before``: at its start)."""
+    """The report's machine line: the commit, the date, what ran, and the load average around the run (``load_before``: at its start)."""
     load_after = os.getloadavg()[0]
-    return (f"- machine: {machine_description()}, "
+    return (f"- {current().line()}, "
             f"load average {load_before:.2f} at the start and {load_after:.2f} at the end"
             + (" (the machine was shared with other jobs: read the ratios, measured side by side, not the seconds)"
                if max(load_before, load_after) > 1.5 else ""))

@@ -20,7 +20,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from vocabcheck.machine import machine_description
+from vocabcheck.provenance import current
 
 from .cold_run import ROOT, run_once
 
@@ -82,7 +82,7 @@ def report(rates: dict[tuple, list[float]], args, example: list[str]) -> str:
              f"- each run: `python -m vocabcheck {shlex.join(example)}` (method, draft, `-k` and batch per row), "
              "with `VOCABCHECK_KEEP_FREED_MEMORY=0` (the allocator left alone) or unset (as shipped); the prompt file "
              f"holds the bench's first {args.prompts} default prompts",
-             f"- machine: {machine_description()}",
+             f"- {current().line()}",
              f"- {args.runs} runs per row, rows alternating (forward, then backward) after one unmeasured priming run "
              "each; one cache directory for all, so both settings find the same kernel choices and `-k auto` costs",
              "- tokens/s: the run's own `metrics.tokens_per_s` (generation only); median (min–max)", "",

@@ -34,7 +34,7 @@ from pathlib import Path
 from tests.support import fuzz_mutate as fm
 from tests.support.fuzz_targets import TARGETS, Materials
 from tests.support.fuzz_worker import Worker
-from vocabcheck.machine import machine_description
+from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -235,7 +235,7 @@ def write_report(path: Path, run: Run, *, command: str, elapsed: float, seed: in
         command,
         "```",
         "",
-        f"Machine: {machine_description()}. "
+        f"{current().line().replace('measured', 'Measured', 1)}. "
         f"Seeds {seed}..; {total:,} inputs in {elapsed / 60:,.1f} minutes "
         f"({total / max(elapsed, 1e-9):,.1f} inputs/s); worker restarts: {run.worker.restarts}.",
         "",

@@ -340,8 +340,10 @@ def bench(session, out: Path, *, tiny: bool, command: str) -> dict:
 
 
 def markdown(report: dict) -> str:
+    from vocabcheck.provenance import current
+
     lines = ["# GPU check", "", f"- command: `{report['command']}`",
-             f"- machine: {', '.join(f'{k} {v}' for k, v in report['machine'].items())}",
+             f"- {current(', '.join(f'{k} {v}' for k, v in report['machine'].items())).line()}",
              f"- wall time: {report['seconds']} s", "", "## Parts", "", "| part | status | seconds | reason |",
              "|---|---|---|---|"]
     lines += [f"| {name} | {p['status']} | {p['seconds']} | {p['reason'] or '—'} |"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from vocabcheck.machine import machine_description
+from vocabcheck.provenance import current
 
 
 def head_alone(vocab: int, hidden: int, rows: tuple[int, ...], repeat: int) -> dict[int, dict[str, float]]:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         f"python -m benchmarks.head_layout --repeat {args.repeat}" + (f" --out {args.out}" if args.out else ""),
         "```",
         "",
-        f"Machine: {machine_description()}, {threads} torch threads, "
+        f"{current().line().replace('measured', 'Measured', 1)}, {threads} torch threads, "
         f"torch {torch.__version__} ({'MKL' if torch.backends.mkl.is_available() else 'no MKL'}).",
         "",
         f"## The head alone (median ms per call, {qwen.ROWS_LARGE:,} float32 rows, median of {args.repeat})",

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from vocabcheck.machine import machine_description
+from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent  # run from here (``python -m``): this checkout's vocabcheck and tests
 VERSION = "1"
@@ -157,7 +157,7 @@ def report(command: str, models: list[dict], runs: dict[str, list[dict]], matrix
         command,
         "```",
         "",
-        f"Machine: {machine_description()}, "
+        f"{current().line().replace('measured', 'Measured', 1)}, "
         f"tokenizers {tokenizers.__version__}, vocabcheck {vocabcheck.__version__}; load average "
         f"{', '.join(f'{x:.1f}' for x in load[0])} at the start, {', '.join(f'{x:.1f}' for x in load[1])} at the "
         "end (absolute times move with the machine's load, the ratio of interleaved runs much less). Each "

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from vocabcheck.machine import machine_description
+from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,7 +79,7 @@ def report(runs: dict[str, list[dict]], args, argv: list[str]) -> str:
     command = "python -m benchmarks.versions " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = ["# The decoder at two revisions, side by side", "",
              f"- base: `{args.base}`; head: this checkout", f"- command: `{command}`",
-             f"- machine: {machine_description()}; "
+             f"- {current().line()}; "
              f"load average {os.getloadavg()[0]:.2f} at the end",
              f"- {args.rounds} rounds, base and head alternating; each run `vocabcheck bench {' '.join(argv)} "
              "--repeat 1`; the figures are medians over the rounds", "",

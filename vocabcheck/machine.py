@@ -7,6 +7,7 @@ the machine's total: that is what a measurement could use. A leaf module: it imp
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import os
 import platform
 from pathlib import Path
@@ -18,9 +19,15 @@ def usable_cores() -> int:
 
 
 def machine_description() -> str:
-    """``x86_64, x86_64, 2 cores, Python 3.11.7``: architecture, processor, usable cores, Python."""
-    return (f"{platform.machine()}, {platform.processor() or 'cpu'}, {usable_cores()} cores, "
-            f"Python {platform.python_version()}")
+    """``x86_64, AMD EPYC 7763 64-Core Processor, 2 cores, Python 3.11.7, torch 2.13.0+cpu``: architecture,
+    processor model, usable cores, Python, and torch's version where it is installed (read from its metadata: torch
+    is not imported)."""
+    try:
+        torch = f", torch {importlib.metadata.version('torch')}"
+    except importlib.metadata.PackageNotFoundError:
+        torch = ""
+    return (f"{platform.machine()}, {cpu_model()}, {usable_cores()} cores, "
+            f"Python {platform.python_version()}{torch}")
 
 
 @functools.cache

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from .. import __version__, atomic
 from ..errors import InputError
+from ..provenance import Provenance, current
 from ..bench import AUTO, BenchResult, Row
 from .data import BENCH_SCHEMA
 from .markdown import document, escape
@@ -227,14 +228,18 @@ def _ks(result: BenchResult) -> str:
     return ", ".join(str(k) for k in result.ks)
 
 
-def bench_markdown(result: BenchResult, *, target: str, draft: str | None, command: str, machine: str) -> str:
+def bench_markdown(result: BenchResult, *, target: str, draft: str | None, command: str, machine: str,
+                   provenance: Provenance | None = None) -> str:
+    """The report's Markdown; its header names the commit, the date and the machine (``provenance``, else this
+    checkout's now, on ``machine``)."""
+    provenance = provenance or current(machine)
     columns = _columns(result)
     plan = result.plan
     lines = ["# vocabcheck bench", ""]
     if result.partial:
         lines += [f"**PARTIAL — {_partial(result)}.** The figures below are not the full benchmark.", ""]
     lines += [f"- target: `{target}`", f"- draft: `{draft}`",
-              f"- machine: {machine}", f"- device / dtype: {result.device} / {result.dtype}",
+              f"- {provenance.line()}", f"- device / dtype: {result.device} / {result.dtype}",
               f"- {result.prompts} prompts, {plan.max_new_tokens} new tokens each (eos ignored), {_decoding(result)}, "
               f"k = {_ks(result)}, warm-up {plan.warmup}, median of {plan.repeat} interleaved repeats",
               "- every cell runs every prompt, in batches of its size (prompts cycled to fill the last batch); "
