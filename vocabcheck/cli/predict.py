@@ -101,7 +101,8 @@ def _progress(err, total: int, quiet: bool):
         from ..render.phases import phases
 
         done = [0]
-        with phases(err, f"loading the models and predicting ({total} passes)") as say:
+        # the first line waits for the heartbeat: input found wrong while loading stays a one-line error
+        with phases(err, f"loading the models and predicting ({total} passes)", announce=False) as say:
             def advance(label: str) -> None:
                 done[0] += 1
                 say(f"predicting: {done[0]} of {total} passes done ({label})")
