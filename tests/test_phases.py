@@ -31,3 +31,20 @@ def test_on_a_terminal_no_log_lines_are_written():
     with phases(console, "benchmarking") as say:
         say("repeat 1/2")
     assert "vocabcheck:" not in log.getvalue()
+
+
+def test_a_first_phase_not_announced_is_said_only_by_the_heartbeat():
+    quick = io.StringIO()
+    with phases(Console(file=quick, force_terminal=False), "loading the models", announce=False):
+        pass  # ended at once (an error about the input, say): no line to go before that error's
+    assert quick.getvalue() == ""
+    log = io.StringIO()
+    beat = threading.Event()
+    with phases(Console(file=log, force_terminal=False), "loading the models", heartbeat_s=0.01,
+                announce=False) as say:
+        while "still loading the models" not in log.getvalue():
+            beat.wait(0.01)
+        say("predicting: 1 of 2 passes done")
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("vocabcheck: still loading the models (") and "vocabcheck: loading the models" not in lines
+    assert lines[-1] == "vocabcheck: predicting: 1 of 2 passes done"

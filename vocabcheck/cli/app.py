@@ -20,7 +20,7 @@ import typer
 from .. import interrupts
 from ..errors import REPORT_BUGS, VocabcheckError, library_failure
 from ..text import printable
-from . import align, bench, compare, demo, gate, inspect, matrix, predict, run
+from . import align, bench, compare, demo, gate, help, inspect, matrix, predict, run
 
 try:  # typer >= 0.24 vendors click as typer._click; older typer uses click itself
     from typer._click.exceptions import BadParameter, ClickException
@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover
 
 app = typer.Typer(
     name="vocabcheck",
+    cls=help.Group,
     help="Check that a draft and a target model give every token id the same meaning, then run lossless "
          "speculative decoding across padded vocabularies.",
     no_args_is_help=True,
@@ -57,15 +58,15 @@ def _root(
 
 
 # in the order `vocabcheck --help` lists them
-app.command("demo")(demo.demo)
-app.command("inspect")(inspect.inspect)
-app.command("compare")(compare.compare)
-app.command("run")(run.run)
-app.command("gate")(gate.gate)
-app.command("matrix")(matrix.matrix)
-app.command("align")(align.align)
-app.command("bench")(bench.bench)
-app.command("predict")(predict.predict)
+app.command("demo", cls=help.Command)(demo.demo)
+app.command("inspect", cls=help.Command)(inspect.inspect)
+app.command("compare", cls=help.Command)(compare.compare)
+app.command("run", cls=help.Command)(run.run)
+app.command("gate", cls=help.Command)(gate.gate)
+app.command("matrix", cls=help.Command)(matrix.matrix)
+app.command("align", cls=help.Command)(align.align)
+app.command("bench", cls=help.Command)(bench.bench)
+app.command("predict", cls=help.Command)(predict.predict)
 
 
 def _debug_first(argv: list[str]) -> list[str]:

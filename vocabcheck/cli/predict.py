@@ -93,9 +93,20 @@ def _k_values(text: str, error) -> tuple[int, ...]:
 
 @contextlib.contextmanager
 def _progress(err, total: int, quiet: bool):
-    """A progress bar over the passes on stderr (a terminal only); yields the callback that advances it."""
+    """Progress over the passes on stderr, never stdout; yields the callback called after each pass. On a terminal a
+    bar; anywhere else (``quiet``: a file, a pipe, a CI log) a line per pass and a heartbeat while one runs long
+    (:mod:`vocabcheck.render.phases`)."""
     if quiet:
-        yield lambda label: None
+        from ..render.phases import phases
+
+        done = [0]
+        # the first line waits for the heartbeat: input found wrong while loading stays a one-line error
+        with phases(err, f"loading the models and predicting ({total} passes)", announce=False) as say:
+            def advance(label: str) -> None:
+                done[0] += 1
+                say(f"predicting: {done[0]} of {total} passes done ({label})")
+
+            yield advance
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -14,6 +14,7 @@ from .. import __version__
 from ..aligner import GENERATION_CONFIG, AlignResult
 from ..verdict import Comparison
 from .data import ALIGN_SCHEMA, alignment_document, finding_document
+from .paths import short_paths
 from .terminal import pair_title, print_command, verdict_text
 
 
@@ -22,7 +23,7 @@ def print_aligned(out: Console, result: AlignResult) -> None:
     plan = result.plan
     comparison = plan.comparison
     head = Text.assemble(verdict_text(comparison.verdict), "  ", comparison.reason)
-    out.print(Panel(head, title=pair_title(comparison), title_align="left", expand=True))
+    out.print(Panel(head, title=pair_title(comparison, out.width), title_align="left", expand=True))
     for r in plan.resizes:
         change = f"{r.source_rows:,} → {r.rows:,} rows" if r.rows != r.source_rows else f"{r.rows:,} rows, unchanged"
         extra = f", {r.added:,} zero rows added" if r.added else (f", {r.dropped:,} rows dropped" if r.dropped else "")
@@ -34,7 +35,8 @@ def print_aligned(out: Console, result: AlignResult) -> None:
                    f"tokenizer files from the target: {', '.join(plan.tokenizer_files) or 'none'}"))
     for note in plan.notes:
         out.print(Text(f" · {note}", style="dim"))
-    check = Text(f"compare {comparison.target.spec} {result.out}: ", style="bold")
+    target, out_dir = short_paths([comparison.target.spec, str(result.out)])
+    check = Text(f"compare {target} {out_dir}: ", style="bold")
     check.append_text(verdict_text(result.verdict_after))
     out.print(check)
     out.print(Text("Serve the pair:", style="bold"))

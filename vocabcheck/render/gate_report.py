@@ -13,6 +13,7 @@ from .. import __version__
 from ..gate import Expectation, GateReport, Outcome, PairResult
 from .data import GATE_SCHEMA, compare_document, error_document
 from .markdown import comparison_markdown, document, escape
+from .paths import short_path
 from .terminal import VERDICT_STYLE, print_table
 from ..text import clip
 
@@ -45,7 +46,7 @@ def failure_text(result: PairResult) -> str:
 
 
 def print_gate(out: Console, report: GateReport) -> None:
-    table = Table(title=f"vocabcheck gate: {report.manifest.path}", title_justify="left", header_style="bold",
+    table = Table(title=f"vocabcheck gate: {short_path(str(report.manifest.path), 60)}", title_justify="left", header_style="bold",
                   expand=False)
     table.add_column("pair", overflow="fold", ratio=2)
     table.add_column("verdict", no_wrap=True)
@@ -70,12 +71,20 @@ def print_gate(out: Console, report: GateReport) -> None:
                 note.append(clip(r.comparison.reason, 120), style="dim")
         expected = r.pair.expect.describe() + (" (strict" + (f", allow {', '.join(r.pair.allow)}" if r.pair.allow
                                                              else "") + ")" if r.pair.strict else "")
-        table.add_row(r.pair.name, verdict, expected, Text(label, style=style), note)
+        table.add_row(_shown_name(r), verdict, expected, Text(label, style=style), note)
     print_table(out, table)
     style = "bold red" if report.exit_code else "bold green"
     out.print(Text(summary(report), style=style)
               + Text(f"  ({report.models} models profiled, {report.tokenizer_diffs} tokenizer diffs, "
                      f"{report.seconds:.1f} s)", style="dim"))
+
+
+def _shown_name(result: PairResult) -> str:
+    """The pair's name; a name the manifest did not give (``TARGET ← DRAFT``) with each path shortened."""
+    pair = result.pair
+    if pair.name != f"{pair.target} ← {pair.draft}":
+        return pair.name
+    return f"{short_path(str(pair.target), 32)} ← {short_path(str(pair.draft), 32)}"
 
 
 # --- JSON -------------------------------------------------------------------------------------------------------

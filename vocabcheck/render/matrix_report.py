@@ -15,7 +15,8 @@ from ..profile import ModelProfile
 from ..verdict import Comparison, Verdict
 from .data import MATRIX_SCHEMA, alignment_document, error_document, finding_document, profile_summary
 from .markdown import document, escape
-from .terminal import VERDICT_STYLE
+from .paths import short_paths
+from .terminal import VERDICT_STYLE, print_table
 from ..text import clip
 
 LEGEND = ("= identical · pad / cut padded-compatible (the draft's rows are padded to / cut at the target's) · "
@@ -67,13 +68,13 @@ def print_matrix(out: Console, result: Matrix) -> None:
         tok = result.models[g.members[0]].tokenizer
         groups.add_row(Text(g.id, style="bold"), tok.model_type, f"{tok.size:,}", g.fingerprint[:16],
                        ", ".join(str(i + 1) for i in g.members))
-    out.print(groups)
+    print_table(out, groups)
     listing = Table(title="Models", title_justify="left", header_style="bold", box=box.SIMPLE_HEAD)
     for column in ("#", "tok", "model", "rows"):
         listing.add_column(column, overflow="fold")
-    for i, p in enumerate(result.models):
-        listing.add_row(str(i + 1), result.group_of(i).id, result.names[i], rows_text(p))
-    out.print(listing)
+    for i, (p, name) in enumerate(zip(result.models, short_paths(result.names))):
+        listing.add_row(str(i + 1), result.group_of(i).id, name, rows_text(p))
+    print_table(out, listing)
     if n:
         out.print(Text("Verdicts (row: target, column: draft)", style="italic"))
         cells = Table(header_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -84,7 +85,7 @@ def print_matrix(out: Console, result: Matrix) -> None:
         for i, row in enumerate(result.cells):
             cells.add_row(str(i + 1), result.group_of(i).id,
                           *(Text(cell_symbol(c), style=VERDICT_STYLE[c.verdict]) for c in row))
-        out.print(cells, width=max(out.width, 12 + 5 * n))  # a wide family overflows rather than shrink its cells
+        print_table(out, cells, heading_columns=2)  # a wide family is stacked, a block per target, cells whole
         out.print(Text(LEGEND, style="dim"))
         out.print()
         for gp in group_pairs(result):

@@ -20,8 +20,10 @@ HEARTBEAT_S = 10.0
 
 
 @contextlib.contextmanager
-def phases(err: Console, first: str, *, heartbeat_s: float = HEARTBEAT_S) -> Iterator[Callable[[str], None]]:
-    """Yield ``say(phase)``; ``first`` is said at once."""
+def phases(err: Console, first: str, *, heartbeat_s: float = HEARTBEAT_S,
+           announce: bool = True) -> Iterator[Callable[[str], None]]:
+    """Yield ``say(phase)``; ``first`` is said at once, or (``announce=False``: a command whose first phase may end at
+    once in a one-line error about its input) only by the heartbeat, if it lasts that long."""
     if err.is_terminal:
         with err.status(first) as status:
             yield status.update
@@ -50,7 +52,8 @@ def phases(err: Console, first: str, *, heartbeat_s: float = HEARTBEAT_S) -> Ite
                 phase, since = state["phase"], state["since"]
             line(f"still {phase} ({time.monotonic() - since:.0f} s)")
 
-    line(first)
+    if announce:
+        line(first)
     ticker = threading.Thread(target=beat, name="vocabcheck-heartbeat", daemon=True)
     ticker.start()
     try:

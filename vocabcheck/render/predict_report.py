@@ -15,6 +15,8 @@ from ..predict.result import Candidate, KPrediction, Prediction
 from .bench_report import check_destination as _check, write_files
 from .data import PREDICT_SCHEMA
 from .markdown import document, escape
+from .paths import short_paths
+from .terminal import print_table
 from ..text import printable
 
 REPORT_FILES = ("predict.md", "predict.json", "speedup.png")
@@ -24,6 +26,14 @@ def _name(candidate: Candidate) -> str:
     if candidate.method == "ngram":
         return "n-gram lookup"
     return candidate.draft + (" (translated)" if candidate.translated else "")
+
+
+def _shown_names(prediction: Prediction) -> dict[int, str]:
+    """Each candidate's name as the terminal shows it (by its place in the ranking): a draft's path keeps its
+    distinctive tail, and two drafts never look alike."""
+    drafts = short_paths([c.draft if c.method == "draft" else "" for c in prediction.candidates], 30)
+    return {i: _name(c) if c.method != "draft" else drafts[i] + (" (translated)" if c.translated else "")
+            for i, c in enumerate(prediction.candidates)}
 
 
 def _speedup(value: float | None) -> str:
@@ -39,17 +49,18 @@ def _settings(prediction: Prediction) -> str:
 
 def ranked_table(prediction: Prediction) -> Table:
     table = Table(title=f"Predicted, greedy ({_settings(prediction)})", header_style="bold")
-    for column in ("rank", "candidate", "best k", "acceptance", "mean accepted length", "accepted tokens",
+    names = _shown_names(prediction)
+    for column in ("candidate", "rank", "best k", "acceptance", "mean accepted length", "accepted tokens",
                    "predicted speedup", "c"):
         table.add_column(column, justify="left" if column == "candidate" else "right")
     for rank, candidate in enumerate(prediction.candidates, start=1):
         best = candidate.best
         if best is None:
-            table.add_row(str(rank), Text(printable(_name(candidate))), "—", "—", "—", "—", "—",
+            table.add_row(Text(printable(names[rank - 1])), str(rank), "—", "—", "—", "—", "—",
                           Text(printable(candidate.refused or "not predicted")))
             continue
         c = candidate.costs.cost_ratio if candidate.costs is not None else None
-        table.add_row(str(rank), Text(printable(_name(candidate))), str(best.k), f"{best.counts.acceptance_rate:.1%}",
+        table.add_row(Text(printable(names[rank - 1])), str(rank), str(best.k), f"{best.counts.acceptance_rate:.1%}",
                       f"{best.counts.mean_accepted_length:.2f}", f"{best.counts.accepted:.0f}",
                       _speedup(best.speedup), "—" if c is None else f"{c:.3f}")
     return table
@@ -62,10 +73,11 @@ def k_table(prediction: Prediction, temperature: float | None = None) -> Table:
     table.add_column("candidate")
     for k in prediction.k_values:
         table.add_column(f"k={k}", justify="right")
-    for candidate in prediction.candidates:
+    names = _shown_names(prediction)
+    for index, candidate in enumerate(prediction.candidates):
         rows = _per_k(candidate, temperature)
         if rows:
-            table.add_row(Text(printable(_name(candidate))), *(_cell(p) for p in rows))
+            table.add_row(Text(printable(names[index])), *(_cell(p) for p in rows))
     return table
 
 
@@ -80,13 +92,14 @@ def _cell(p: KPrediction) -> str:
 
 
 def print_prediction(out: Console, prediction: Prediction) -> None:
-    out.print(ranked_table(prediction))
-    out.print(k_table(prediction))
+    print_table(out, ranked_table(prediction))
+    print_table(out, k_table(prediction))
     for temperature in prediction.temperatures:
-        out.print(k_table(prediction, temperature))
-    for candidate in prediction.candidates:
+        print_table(out, k_table(prediction, temperature))
+    names = _shown_names(prediction)
+    for index, candidate in enumerate(prediction.candidates):
         if candidate.refused:
-            out.print(Text(printable(f"{_name(candidate)}: {candidate.refused}")))
+            out.print(Text(printable(f"{names[index]}: {candidate.refused}")))
 
 
 def _k_document(p: KPrediction) -> dict[str, Any]:

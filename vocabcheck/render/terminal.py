@@ -18,6 +18,7 @@ from ..findings import Finding, Severity
 from ..profile import ModelProfile, SpecialToken
 from ..text import printable
 from ..verdict import Alignment, Comparison, Verdict
+from .paths import short_path, short_paths
 
 VERDICT_STYLE = {Verdict.IDENTICAL: "bold green", Verdict.PADDED_COMPATIBLE: "bold yellow",
                  Verdict.INCOMPATIBLE: "bold red"}
@@ -67,6 +68,7 @@ def print_table(out: Console, table: Table, *, heading_columns: int = 1, max_row
     width = out.width
     rows = table.row_count
     fits = Measurement.get(out, out.options.update_width(10 ** 6), table).minimum <= width  # unclamped
+    fits = fits and not _cuts_a_word(out, table)
     if fits and rows:  # the rows' lines: a long title wraps to the table's width but cuts no cell
         title, table.title = table.title, None
         try:
@@ -77,6 +79,18 @@ def print_table(out: Console, table: Table, *, heading_columns: int = 1, max_row
         out.print(table)
         return
     out.print(stacked(table, heading_columns=heading_columns, width=width))
+
+
+def _cuts_a_word(out: Console, table: Table) -> bool:
+    """Whether rich, laying ``table`` out at the console's width, would give a column less room than its longest
+    word (a folded cell breaks a word in two, ``(model.embed_tokens.weigh`` / ``t)``)."""
+    options = out.options
+    try:
+        widths = table._calculate_column_widths(out, options)
+        needed = [table._measure_column(out, options, column).minimum for column in table.columns]
+    except AttributeError:  # a rich without these: the measurement above decides alone
+        return False
+    return any(width < least for width, least in zip(widths, needed))
 
 
 def stacked(table: Table, *, heading_columns: int, width: int) -> Group:
@@ -152,9 +166,12 @@ def _printable_text(text: Text) -> Text:
     return clean
 
 
-def pair_title(comparison: Comparison) -> Text:
-    return Text.assemble((comparison.target.spec, "bold"), " (target) ← ", (comparison.draft.spec, "bold"),
-                         " (draft)")
+def pair_title(comparison: Comparison, width: int = 80) -> Text:
+    """``TARGET (target) ← DRAFT (draft)``, each path shortened so that the line holds in a panel's title at
+    ``width`` columns."""
+    limit = max(12, (width - 4 - len(" (target) ←  (draft)")) // 2)
+    target, draft = short_paths([comparison.target.spec, comparison.draft.spec], limit)
+    return Text.assemble((target, "bold"), " (target) ← ", (draft, "bold"), " (draft)")
 
 
 def verdict_text(verdict: Verdict) -> Text:
@@ -165,13 +182,13 @@ def print_comparison(out: Console, comparison: Comparison, *, strict: bool = Fal
     head = Text.assemble(verdict_text(comparison.verdict), "  ", (comparison.reason, ""))
     if strict and comparison.verdict is not Verdict.INCOMPATIBLE and comparison.failed(strict=True):
         head.append("\n--strict: warnings fail this pair", style="bold yellow")
-    out.print(Panel(head, title=pair_title(comparison), title_align="left", expand=True))
+    out.print(Panel(head, title=pair_title(comparison, out.width), title_align="left", expand=True))
     print_findings(out, comparison.findings, show_info=show_info)
     out.print(alignment_line(comparison.alignment))
     translation = translation_line(comparison)
     if translation is not None:
         out.print(translation)
-    out.print(side_by_side(comparison.target, comparison.draft))
+    print_table(out, side_by_side(comparison.target, comparison.draft, out.width), max_row_lines=3)
 
 
 def print_findings(out: Console, findings: Iterable[Finding], *, show_info: bool = True) -> None:
@@ -225,13 +242,15 @@ def translation_line(comparison: Comparison) -> Text | None:
     return text
 
 
-def side_by_side(target: ModelProfile, draft: ModelProfile) -> Table:
+def side_by_side(target: ModelProfile, draft: ModelProfile, width: int = 80) -> Table:
     table = Table(show_header=True, header_style="bold", expand=False, pad_edge=False)
-    table.add_column("")
+    table.add_column("", max_width=16 if width < 100 else None)  # at 80 columns labels wrap, values keep words
     table.add_column("target", overflow="fold")
     table.add_column("draft", overflow="fold")
     for label, getter in ROWS:
         a, b = getter(target), getter(draft)
+        if label == "model":  # room for two paths beside the labels at 80 columns
+            a, b = short_paths([a, b], 28)
         style = None if a == b else "yellow"
         table.add_row(label, Text(a, style=style), Text(b, style=style))
     return table
@@ -241,13 +260,15 @@ def print_profile(out: Console, profile: ModelProfile) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column(overflow="fold")
+    limit = max(24, out.width - 30)  # the value column of the panel, beside the longest label
     for label, getter in ROWS:
-        table.add_row(label, getter(profile))
+        table.add_row(label, short_path(getter(profile), limit) if label == "model" else getter(profile))
     table.add_row("add_bos_token (config)", _opt(profile.specials.config_add_bos))
     table.add_row("add_eos_token (config)", _opt(profile.specials.config_add_eos))
     for fact, where in sorted(profile.provenance.items()):
-        table.add_row(f"from: {fact}", where)
-    out.print(Panel(table, title=Text(profile.spec, style="bold"), title_align="left"))
+        table.add_row(f"from: {fact}", short_path(where, limit))
+    title = Text(short_path(profile.spec, max(12, out.width - 6)), style="bold")
+    out.print(Panel(table, title=title, title_align="left"))
     added = profile.tokenizer.added
     if added:
         tokens = Table(title=f"Added tokens ({len(added)})", header_style="bold", pad_edge=False)
@@ -406,6 +427,6 @@ def print_metrics(out: Console, session, result) -> None:
     if m.draft_s or m.target_s:
         table.add_row("time split", f"prefill {m.prefill_s:.2f} s · draft {m.draft_s:.2f} s · "
                                     f"target {m.target_s:.2f} s · other {m.other_s:.2f} s")
-    out.print(table)
+    print_table(out, table)
     if result.interrupted:
         out.print(Text("interrupted: the metrics cover what was generated so far", style="bold yellow"))
