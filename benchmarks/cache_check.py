@@ -2,7 +2,7 @@
 
 For each model: the time ``load_model`` takes to read its weights from disk onto the device (what every `run` and
 `bench` pays; every page of every weight is read once inside the timed load, so a load that maps the file counts
-its reads), and the time of the check on it (:func:`vocabcheck.decode.cache_check.cache_problem`): its first call
+its reads), and the time of the check on it (:func:`vocabcheck.decode.load.cache_check.cache_problem`): its first call
 (what a run pays) and the median of ``--repeat`` more. Two pairs:
 
 1. the demo pair (Qwen2.5-shaped target and draft, trained, under ``~/.cache/vocabcheck``);
@@ -57,8 +57,8 @@ def main(argv: list[str] | None = None) -> int:
 def measure(name: str, directory: Path, device, dtype, repeat: int) -> dict:
     """Load the model from ``directory`` (after a first load that warms the file cache and the imports), then time
     the check: its first call on this model, and the median of ``repeat`` more."""
-    from vocabcheck.decode.cache_check import cache_problem
-    from vocabcheck.decode.loading import load_model
+    from vocabcheck.decode.load.cache_check import cache_problem
+    from vocabcheck.decode.load.loading import load_model
     from vocabcheck.profile import profile_of
 
     profile = profile_of(str(directory))

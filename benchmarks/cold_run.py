@@ -11,7 +11,7 @@ included) is reported beside it. The variants: no speculation, n-gram and draft,
 ``-k auto`` where this checkout's CLI accepts it (checked once, by a one-token run). ``run`` stops a sequence at
 eos, as a user's run does.
 
-A process keeps what it measured on disk for the next (``decode/measured.py``: the CPU head's kernel timings,
+A process keeps what it measured on disk for the next (``decode/cpu/measured.py``: the CPU head's kernel timings,
 ``head-kernels.json``, and ``-k auto``'s step costs and pooled acceptance per pair, method and batch size,
 ``step-costs.json``), so a user's first process on a machine measures and later ones start from it. ``--tuning``
 says which is measured: ``fresh`` gives every run an empty cache directory (the first process on a machine),

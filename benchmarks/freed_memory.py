@@ -1,4 +1,4 @@
-"""What keeping freed memory in glibc's heap (:mod:`vocabcheck.decode.memory`) does to a cold ``vocabcheck run``: the
+"""What keeping freed memory in glibc's heap (:mod:`vocabcheck.decode.cpu.memory`) does to a cold ``vocabcheck run``: the
 same runs with the allocator left alone (``VOCABCHECK_KEEP_FREED_MEMORY=0``) and as shipped, alternating.
 
     python -m benchmarks.freed_memory --out reports/freed-memory.md          # the demo pair, 3 runs each

@@ -304,7 +304,7 @@ def bf16_match(session, *, tiny: bool) -> dict:
     dtype, and the mean share of tokens before the first difference."""
     from vocabcheck.bench import default_prompts
     from vocabcheck.decode import DecodeOptions
-    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.load.loading import Prompt
 
     ids = session.encode([Prompt(t) for t in default_prompts(4 if tiny else 16)], chat=False)
     tokens = 8 if tiny else 64
@@ -324,7 +324,7 @@ def bf16_match(session, *, tiny: bool) -> dict:
 def bench(session, out: Path, *, tiny: bool, command: str) -> dict:
     from vocabcheck.bench import BenchPlan, default_prompts, run_bench
     from vocabcheck.decode import DecodeOptions
-    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.load.loading import Prompt
     from vocabcheck.render import bench_report
 
     ids = session.encode([Prompt(t) for t in default_prompts(4 if tiny else 32)], chat=False)

@@ -5,7 +5,7 @@
 Part 1, the head alone: logits for m rows of hidden states against a 152,064-row float32 head (seeded random
 weights) as wide as the demo draft's (32), the demo target's (256), Qwen2.5-0.5B's (896) and Qwen2.5-7B's (3,584),
 computed as the model does (``F.linear(h, W)``: MKL), as ``W @ h.T`` (MKL in the other layout), and through
-oneDNN: the three candidates :class:`vocabcheck.decode.head.TunedHead` chooses from. m = 1 is a plain decoding
+oneDNN: the three candidates :class:`vocabcheck.decode.cpu.head.TunedHead` chooses from. m = 1 is a plain decoding
 step, 5 a verify chunk at k = 4, 16 a plain step at batch 16 and 80 a verify chunk at batch 16. Interleaved
 repeats, medians.
 
@@ -30,7 +30,7 @@ from vocabcheck.provenance import current
 
 def head_alone(vocab: int, hidden: int, rows: tuple[int, ...], repeat: int) -> dict[int, dict[str, float]]:
     """Median ms per way of computing the logits of m rows against a [vocab, hidden] float32 head."""
-    from vocabcheck.decode.head import candidates
+    from vocabcheck.decode.cpu.head import candidates
 
     generator = torch.Generator().manual_seed(hidden)
     weight = torch.randn(vocab, hidden, generator=generator) / hidden ** 0.5
@@ -55,7 +55,7 @@ def whole_decoder(target: Path, draft: Path, repeat: int):
     import vocabcheck.decode.state as state
     from vocabcheck.bench import BenchPlan, default_prompts, run_bench
     from vocabcheck.decode import DecodeOptions
-    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.load.loading import Prompt
     from vocabcheck.decode.session import RunRequest, start_session
 
     session = start_session(RunRequest(target=str(target), draft=str(draft)))
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from vocabcheck import atomic
-    from vocabcheck.decode.head import onednn_available
+    from vocabcheck.decode.cpu.head import onednn_available
     from vocabcheck.demo import qwen
     from vocabcheck.demo.pair import demo_pair
 

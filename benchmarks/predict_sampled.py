@@ -32,7 +32,7 @@ def main() -> None:
 
     from vocabcheck.bench.run import default_prompts
     from vocabcheck.decode import DecodeOptions, Sampling
-    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.load.loading import Prompt
     from vocabcheck.decode.session import RunRequest, start_session
     from vocabcheck.demo.pair import demo_pair
     from vocabcheck.predict.predictor import PredictRequest, predict

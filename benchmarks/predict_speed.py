@@ -70,7 +70,7 @@ def main() -> None:
 
     from vocabcheck.bench import BenchPlan, default_prompts, run_bench
     from vocabcheck.decode import DecodeOptions
-    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.load.loading import Prompt
     from vocabcheck.decode.session import RunRequest, start_session
     from vocabcheck.demo.pair import demo_pair
     from vocabcheck.predict.predictor import PredictRequest, predict

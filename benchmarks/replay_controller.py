@@ -6,7 +6,7 @@ accepts the run of proposals that match it from there (teacher-forced passes, :m
 `predict` counts them). Step times are measured first, with the real models on this machine: every width 0 … 8 as a
 fixed k over every prompt at each batch size, the median of the decoder's own steps per (live rows, width), as the
 engine's clock times them for the controller (``--table`` keeps them, so that a second replay reuses them). The
-controller runs unchanged (:class:`vocabcheck.decode.controller.AdaptiveLength`): it starts from the fit `-k auto`
+controller runs unchanged (:class:`vocabcheck.decode.auto.controller.AdaptiveLength`): it starts from the fit `-k auto`
 keeps for the pair on this machine (``step-costs.json``; none kept: the prior), observes the table's times as it
 would the clock's, and runs every batch twice (the first warms its fit, as the bench's warm-up does). So the replay
 separates the choice — how acceptance and cost are modelled — from the machine's noise between calls, which on a
@@ -34,11 +34,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from vocabcheck.decode import controller as control
+from vocabcheck.decode.auto import controller as control
 from vocabcheck.decode import engine
-from vocabcheck.decode.controller import AdaptiveLength, FixedLength
-from vocabcheck.decode.costs import CATCH_UP_SHARE, STORE, StepCosts, draft_share, stored_key
-from vocabcheck.decode.loading import read_prompt_file
+from vocabcheck.decode.auto.controller import AdaptiveLength, FixedLength
+from vocabcheck.decode.auto.costs import STORE, StepCosts, draft_share, stored_key
+from vocabcheck.decode.auto.tuning import TUNING
+from vocabcheck.decode.load.loading import read_prompt_file
 from vocabcheck.decode.mapping import PaddedMapping
 from vocabcheck.decode.metrics import RowMetrics
 from vocabcheck.decode.options import DecodeOptions
@@ -77,7 +78,7 @@ class Oracle(FixedLength):
 class Pooled(AdaptiveLength):
     """A variant: every row's acceptance the batch's pooled rate."""
 
-    def _best(self, rates, reach, forwards_per_position, margin=control.GAIN_MARGIN):
+    def _best(self, rates, reach, forwards_per_position, margin=TUNING.gain_margin):
         a = sum(self.acceptance.accepted) + self.acceptance.prior[0]
         r = sum(self.acceptance.rejected) + self.acceptance.prior[1]
         return super()._best([a / (a + r)] * len(rates), reach, forwards_per_position, margin)
@@ -93,7 +94,7 @@ class PerShape(AdaptiveLength):
         super().__init__(rows, k_max, costs)
         self.ratios = costs.__dict__.setdefault("replay_ratios", {})  # kept with the costs, across calls
 
-    def _best(self, rates, reach, forwards_per_position, margin=control.GAIN_MARGIN):
+    def _best(self, rates, reach, forwards_per_position, margin=TUNING.gain_margin):
         live, fitted = len(reach), self.costs.pricer
         price = fitted(live)
         self.costs.pricer = lambda rows=None: lambda d, s: price(d, s) * self.ratios.get((live, d, s), 1.0)
@@ -125,7 +126,7 @@ class Shaped(AdaptiveLength):
             self.judged[j] = self.judged[j] * self.KEEP + 1.0
             self.kept[j] = self.kept[j] * self.KEEP + (1.0 if j <= kept else 0.0)
 
-    def _best(self, rates, reach, forwards_per_position, margin=control.GAIN_MARGIN):
+    def _best(self, rates, reach, forwards_per_position, margin=TUNING.gain_margin):
         pooled = (sum(self.kept) + 1.0) / (sum(self.judged) + 2.0)
         shape = [(self.kept[j] + pooled) / (self.judged[j] + 1.0) / pooled for j in range(self.k_max + 1)]
         rows, widths = len(reach), min(self.k_max, max(reach, default=0))
@@ -172,7 +173,7 @@ class StepTable:
             ta, tb = self.times[(n, a)], self.times[(n, b)]
             t = ta + (tb - ta) * (width - a) / (b - a)
         if catch_up:  # a caught-up position: a quarter of what one more draft position adds
-            t += catch_up * CATCH_UP_SHARE * max(0.0, self.seconds(live, 2) - self.seconds(live, 1))
+            t += catch_up * TUNING.catch_up_share * max(0.0, self.seconds(live, 2) - self.seconds(live, 1))
         return t
 
 

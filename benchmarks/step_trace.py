@@ -40,8 +40,9 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="the last call under torch.profiler")
     args = parser.parse_args()
 
-    from vocabcheck.decode import engine, head
-    from vocabcheck.decode.loading import read_prompt_file
+    from vocabcheck.decode import engine
+    from vocabcheck.decode.cpu import head
+    from vocabcheck.decode.load.loading import read_prompt_file
     from vocabcheck.decode.options import DecodeOptions
     from vocabcheck.decode.session import RunRequest, start_session
     from vocabcheck.demo.pair import demo_pair

@@ -109,7 +109,7 @@ def test_every_cell_runs_every_prompt_and_transformers_runs_between_ours(qwen_pa
     where one is given, sits beside what was measured."""
     from vocabcheck.bench import BenchPlan, run_bench
     from vocabcheck.decode import DecodeOptions
-    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.load.loading import Prompt
     from vocabcheck.decode.session import RunRequest, start_session
     from vocabcheck.render import bench_report
 
@@ -242,7 +242,7 @@ def test_phases_untimed_in_the_measured_runs_come_from_a_separate_timing_pass(qw
     runs stay as `run` does them, and one timing pass per cell after the repeats gives the verification cost."""
     from vocabcheck.bench import BenchPlan, run_bench
     from vocabcheck.decode import DecodeOptions
-    from vocabcheck.decode.loading import Prompt
+    from vocabcheck.decode.load.loading import Prompt
     from vocabcheck.decode.session import RunRequest, start_session
 
     target, _ = qwen_pair

@@ -8,8 +8,8 @@ from importlib import resources
 
 import pytest
 
-from vocabcheck.decode.controller import Acceptance, AdaptiveLength, FixedLength, expected_tokens, probe_interval
-from vocabcheck.decode.costs import StepCosts
+from vocabcheck.decode.auto.controller import Acceptance, AdaptiveLength, FixedLength, expected_tokens, probe_interval
+from vocabcheck.decode.auto.costs import StepCosts
 from vocabcheck.decode.metrics import RowMetrics
 from vocabcheck.decode.options import DecodeOptions, parse_k
 from vocabcheck.methods import Method
@@ -333,7 +333,9 @@ def test_drafted_counts_stop_at_the_budget_whether_the_row_rejects_or_is_cut(acc
 def test_a_run_of_plain_steps_is_broken_by_a_probe_that_measures_what_proposing_would_earn():
     # verification expensive and acceptance low: the choice is 0, but a plain step measures nothing, so the call's
     # second plain step and then every PROBE_AFTER-th plain step in a row propose one token per row
-    from vocabcheck.decode.controller import PROBE_AFTER, PROBE_MAX
+    from vocabcheck.decode.auto.tuning import TUNING
+
+    PROBE_AFTER, PROBE_MAX = TUNING.probe_after, TUNING.probe_max
 
     costs = measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16)
     assert probe_interval(costs) == PROBE_AFTER  # nothing known of the pair's acceptance: the prior's 0.5
@@ -367,7 +369,7 @@ def test_a_later_call_starts_its_rows_from_what_earlier_calls_accepted():
 @pytest.fixture()
 def own_cache(monkeypatch, tmp_path):
     """A process with its own cache directory and no costs measured in memory."""
-    from vocabcheck.decode import costs
+    from vocabcheck.decode.auto import costs
 
     monkeypatch.setenv("VOCABCHECK_CACHE", str(tmp_path))
     monkeypatch.setattr(costs, "_COSTS", costs.weakref.WeakKeyDictionary())
@@ -474,7 +476,8 @@ def test_a_step_through_a_head_size_not_chosen_yet_is_not_learnt(own_cache, monk
     step the controller is given took that long, though slow kernels ran, and the output is plain decoding's."""
     import weakref
 
-    from vocabcheck.decode import generate, head as head_module
+    from vocabcheck.decode import generate
+    from vocabcheck.decode.cpu import head as head_module
 
     monkeypatch.setattr(head_module, "_CHOICES", {})
     monkeypatch.setattr(head_module, "_HEADS", weakref.WeakKeyDictionary())
@@ -490,11 +493,11 @@ def test_a_step_through_a_head_size_not_chosen_yet_is_not_learnt(own_cache, monk
 
     monkeypatch.setattr(head_module, "candidates",
                         lambda: {name: kernel(name in slow) for name in ("onednn", "mkl", "mkl-columns")})
-    observed = []
-    step = AdaptiveLength.observe_step
-    monkeypatch.setattr(AdaptiveLength, "observe_step",
-                        lambda self, draft, slots, seconds, live, catch_up=0: observed.append(seconds)
-                        or step(self, draft, slots, seconds, live, catch_up))
+    observed = []  # what the cost fit learns
+    learn = StepCosts.observe
+    monkeypatch.setattr(StepCosts, "observe",
+                        lambda self, draft, slots, seconds, live=None, catch_up=0: observed.append(seconds)
+                        or learn(self, draft, slots, seconds, live, catch_up))
     races = head_module.TunedHead.races
     target = tiny_model("/models/target")
     prompts = [[1, 2, 3, 1, 2, 3, 1, 2], [5, 6, 7, 5, 6]]

@@ -15,7 +15,7 @@ from vocabcheck import compare
 from vocabcheck.decode import DecodeOptions, Sampling, generate
 from vocabcheck.decode.ngram import NgramIndex
 from vocabcheck.decode.sampling import acceptance_probability, residual, warp
-from vocabcheck.decode.head import RACE_AFTER, RACE_ROWS, TunedHead, candidates, cpu_head, onednn_available
+from vocabcheck.decode.cpu.head import RACE_AFTER, RACE_ROWS, TunedHead, candidates, cpu_head, onednn_available
 from vocabcheck.decode.state import KVState
 from vocabcheck.demo import qwen
 from vocabcheck.demo.checkpoint import ModelShape, write_model

@@ -27,7 +27,7 @@ from transformers import (
 )
 
 from vocabcheck.decode import DecodeOptions, generate
-from vocabcheck.decode.layout import attention_layout, rollback_problem
+from vocabcheck.decode.load.layout import attention_layout, rollback_problem
 from vocabcheck.verdict import Alignment
 
 V = 32  # a small vocabulary: random models repeat themselves, so n-gram proposals are accepted now and then

@@ -3,7 +3,7 @@
 One test per family that once ran wrong or failed in vocabcheck's own code (RWKV, Llama 4 chunked attention, xLSTM,
 Mamba2, RecurrentGemma): each is lossless, or refused with one line and exit code 2, or run by transformers with
 output equal to its own ``generate``. The models are tiny, seeded, built from transformers configs and saved with a
-64-word WordLevel tokenizer; the behavioural cache check (:mod:`vocabcheck.decode.cache_check`) is what refuses the
+64-word WordLevel tokenizer; the behavioural cache check (:mod:`vocabcheck.decode.load.cache_check`) is what refuses the
 ones whose configs look like plain attention.
 """
 
@@ -17,8 +17,8 @@ import transformers as tf
 from transformers import AutoModelForCausalLM
 
 from vocabcheck.decode import DecodeOptions, generate
-from vocabcheck.decode.cache_check import cache_problem
-from vocabcheck.decode.layout import CHUNKED, SLIDING, AttentionLayout, attention_layout
+from vocabcheck.decode.load.cache_check import cache_problem
+from vocabcheck.decode.load.layout import CHUNKED, SLIDING, AttentionLayout, attention_layout
 from vocabcheck.decode.plain import generate_plain
 from vocabcheck.errors import UnsupportedModel
 from vocabcheck.verdict import Alignment
@@ -202,7 +202,7 @@ def test_the_check_passes_an_exact_cache_and_names_a_broken_rollback(monkeypatch
     """A model whose cache behaves passes; the same model with a rollback that forgets one row's hole (the rejected
     slot stays visible) or takes back nothing fails, naming the rollback: comparing the final hidden states (Llama 4's
     head is position-wise) and comparing the logits (what a model whose head is not known gets)."""
-    from vocabcheck.decode import cache_check
+    from vocabcheck.decode.load import cache_check
     from vocabcheck.decode.state import KVState
 
     if compared == "logits":
@@ -274,7 +274,7 @@ def test_generate_called_directly_refuses_speculation_on_an_unusable_cache(unmar
 
 def test_the_verdict_is_taken_once_per_model_object(monkeypatch):
     """The check runs on a model's first call, not on every call; another model object gets its own."""
-    from vocabcheck.decode import cache_check
+    from vocabcheck.decode.load import cache_check
 
     runs = []
     check = cache_check.cache_problem

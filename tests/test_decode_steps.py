@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from vocabcheck.decode import DecodeOptions, Sampling, generate
-from vocabcheck.decode.loading import read_prompt_file
+from vocabcheck.decode.load.loading import read_prompt_file
 from vocabcheck.verdict import Alignment
 
 V = 32

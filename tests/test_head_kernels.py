@@ -9,8 +9,8 @@ import json
 import pytest
 import torch
 
-from vocabcheck.decode import head as head_module
-from vocabcheck.decode.head import KernelFile, TunedHead
+from vocabcheck.decode.cpu import head as head_module
+from vocabcheck.decode.cpu.head import KernelFile, TunedHead
 
 
 COSTS = {"onednn": 1.0, "mkl": 2.0, "mkl-columns": 3.0}  # made-up seconds per product: oneDNN wins clearly

@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from vocabcheck.decode import measured
-from vocabcheck.decode.head import KernelFile, stored_choices
+from vocabcheck.decode.cpu import measured
+from vocabcheck.decode.cpu.head import KernelFile, stored_choices
 
 NEW = 32  # tokens: enough steps for -k auto to measure and keep its costs
 
@@ -89,7 +89,7 @@ def test_a_state_file_over_the_cap_is_not_read(cache, monkeypatch):
 @pytest.mark.parametrize("bucket", ["²", "1" * 5000, "-3", " 4"])
 def test_kernel_choices_keep_only_buckets_that_are_numbers(cache, bucket):
     key = ((1, 2), __import__("torch").float32)
-    from vocabcheck.decode.head import head_name
+    from vocabcheck.decode.cpu.head import head_name
 
     KernelFile.put(head_name(key), {bucket: "mkl", "8": "onednn"})
     assert stored_choices(key) == {8: "onednn"}

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from vocabcheck.decode import memory
+from vocabcheck.decode.cpu import memory
 
 
 @pytest.fixture()

@@ -16,7 +16,7 @@ from transformers import AutoModelForCausalLM
 
 from tests.test_translate_decode import small_translated_pair  # noqa: F401  (a fixture: the translated pair)
 from vocabcheck.decode import DecodeOptions
-from vocabcheck.decode.loading import Prompt
+from vocabcheck.decode.load.loading import Prompt
 from vocabcheck.decode.session import RunRequest, start_session
 from vocabcheck.demo.checkpoint import ModelShape, write_model
 from vocabcheck.predict.predictor import PredictRequest, predict

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from vocabcheck.decode.loading import Prompt, read_prompt_file
+from vocabcheck.decode.load.loading import Prompt, read_prompt_file
 from vocabcheck.errors import BadOption, InputError
 
 

@@ -127,7 +127,7 @@ def test_load_model_loads_bin_weights_only(bin_model, tmp_path):
     import torch
 
     from vocabcheck import inspect
-    from vocabcheck.decode.loading import load_model
+    from vocabcheck.decode.load.loading import load_model
 
     profile = inspect(str(bin_model))
     model = load_model(profile, torch.device("cpu"), torch.float32)  # the clean checkpoint loads: the path is real

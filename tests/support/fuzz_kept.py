@@ -35,7 +35,7 @@ TARGETS: dict[str, tuple[str, float, int]] = {
 
 def costs_state() -> dict[str, Any]:
     """A step-costs entry as a run writes it: fits for the full batch and fewer live rows, and pooled acceptance."""
-    from vocabcheck.decode.costs import StepCosts
+    from vocabcheck.decode.auto.costs import StepCosts
 
     costs = StepCosts(0.2, ROWS, K_MAX)
     for live in (ROWS, 2):
@@ -98,9 +98,9 @@ def make_state(chooser: fm.Chooser, scratch: Path, documents: dict[str, dict[str
 def run_state(case) -> None:
     """What a run does with kept state: restore the pair's step costs and price steps with them, read the head's
     kernel choices, then keep new ones. Raises on anything a run must not meet."""
-    from vocabcheck.decode.costs import STORE, StepCosts
-    from vocabcheck.decode.head import KernelFile, stored_choices
-    from vocabcheck.decode.measured import MachineStore
+    from vocabcheck.decode.auto.costs import STORE, StepCosts
+    from vocabcheck.decode.cpu.head import KernelFile, stored_choices
+    from vocabcheck.decode.cpu.measured import MachineStore
 
     path = Path(case.mutant)
     cache = path.parent
@@ -190,7 +190,7 @@ _PROFILE: dict[str, Any] = {}
 def run_prompts(case) -> None:
     """Read the prompt file as ``run`` does, and encode its prompts with the small model's tokenizer (and chat
     template)."""
-    from vocabcheck.decode.loading import encode_prompts, read_prompt_file
+    from vocabcheck.decode.load.loading import encode_prompts, read_prompt_file
     from vocabcheck.profile import profile_of
 
     if case.reference not in _PROFILE:

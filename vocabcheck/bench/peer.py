@@ -160,7 +160,7 @@ def _draft_path(session, plan: BenchPlan) -> tuple[str, dict, object, str]:
 def _hf_tokenizers(session) -> dict:
     from transformers import AutoTokenizer
 
-    from ..decode.loading import model_directory
+    from ..decode.load.loading import model_directory
 
     return {"tokenizer": AutoTokenizer.from_pretrained(str(model_directory(session.target_profile))),
             "assistant_tokenizer": AutoTokenizer.from_pretrained(str(model_directory(session.draft_profile)))}

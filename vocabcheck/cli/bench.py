@@ -69,7 +69,7 @@ def bench(
     from ..bench import BenchPlan, default_prompts, parse_ks, run_bench
     from ..bench.prediction import predict_cells
     from ..decode import DecodeOptions, Sampling
-    from ..decode.loading import Prompt, read_prompt_file
+    from ..decode.load.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
     from ..errors import BadOption, VocabcheckError
     from ..machine import machine_description

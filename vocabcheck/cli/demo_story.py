@@ -66,7 +66,7 @@ def _compare(out, pair: DemoPair):
 
 def _run(out, pair: DemoPair) -> None:
     from ..decode import DecodeOptions
-    from ..decode.loading import Prompt
+    from ..decode.load.loading import Prompt
     from ..decode.session import RunRequest, start_session
 
     out.rule("3. A speculative run across the padded rows: vocabcheck run")
@@ -85,7 +85,7 @@ def _run(out, pair: DemoPair) -> None:
 def _bench(out, pair: DemoPair) -> None:
     from ..bench import BenchPlan, default_prompts, run_bench
     from ..decode import DecodeOptions
-    from ..decode.loading import Prompt
+    from ..decode.load.loading import Prompt
     from ..decode.session import RunRequest, start_session
     from ..render import bench_report
 

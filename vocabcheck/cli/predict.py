@@ -44,7 +44,7 @@ def predict(
 ) -> None:
     """Predict the acceptance, best k and speedup of each draft, ranked, without running speculation."""
     from ..decode import DecodeOptions, Sampling
-    from ..decode.loading import Prompt, read_prompt_file
+    from ..decode.load.loading import Prompt, read_prompt_file
     from ..errors import BadOption, VocabcheckError
     from ..predict.predictor import PredictRequest, predict as run_prediction
     from ..render import predict_report, terminal

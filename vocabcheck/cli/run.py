@@ -43,7 +43,7 @@ def run(
 ) -> None:
     """Generate with speculative decoding; prints the text, then acceptance and time per output token."""
     from ..decode import DecodeOptions, Sampling
-    from ..decode.loading import Prompt, read_prompt_file
+    from ..decode.load.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest
     from ..engines import open_session
     from ..errors import VocabcheckError

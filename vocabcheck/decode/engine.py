@@ -1,7 +1,7 @@
 """The speculative decoder: draft model, n-gram prompt lookup, or plain decoding, for a batch of prompts.
 
 One step (:func:`speculative_step`): the controller picks the step's width (a fixed k, or ``auto``:
-:mod:`vocabcheck.decode.controller`), the proposer (:mod:`vocabcheck.decode.proposers`, built by
+:mod:`vocabcheck.decode.auto.controller`), the proposer (:mod:`vocabcheck.decode.proposers`, built by
 :mod:`vocabcheck.decode.factory`) proposes up to that many tokens per row, one target pass verifies
 [newest token, proposals] for every row, the acceptance rule accepts a prefix and picks the token after it, the host
 reads back what each row emitted (the step's one device-to-host copy), and both KV caches roll back past the first
@@ -9,7 +9,7 @@ rejection. Rows that reach eos or their budget leave the batch.
 
 Greedy decoding (temperature 0) emits exactly the target's argmax chain; sampling emits exactly the target's warped
 distribution. The draft's probabilities are mapped onto the target's rows by :mod:`vocabcheck.decode.mapping`, and
-every attention layout is masked by position (:mod:`vocabcheck.decode.layout`).
+every attention layout is masked by position (:mod:`vocabcheck.decode.load.layout`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ import torch
 from ..interrupts import Terminated, signal_of
 
 from ..verdict import Alignment
-from .cache_check import check_models
-from .controller import AdaptiveLength, FixedLength
+from .load.cache_check import check_models
+from .auto.controller import AdaptiveLength, FixedLength
 from .device import Clock, device_to_host, host_to_device
 from .factory import check_pair, controller_for, proposer_for
-from .head import TunedHead
-from .memory import keep_freed_memory
+from .cpu.memory import keep_freed_memory
 from .metrics import Metrics, RowMetrics
 from .result import GeneratedSequence, Generation
 from .options import DecodeOptions
@@ -84,7 +83,6 @@ class Batch:
     clock: Clock | None = None
     on_tokens: OnTokens | None = None
     stamp: float | None = None  # when the previous step ended (None: before the first step)
-    unsettled: int = 0  # the CPU head's unsettled calls when the previous step returned (:attr:`TunedHead.unsettled`)
 
     def elapsed(self) -> float:
         return time.perf_counter() - self.start
@@ -110,7 +108,7 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
     it is: the result holds what was accepted so far, with ``interrupted`` set.
 
     A model whose cache vocabcheck's loop cannot drive (its config says so, or the behavioural check on its loaded
-    weights, :func:`vocabcheck.decode.cache_check.loop_problem`, run once per model object) is refused for
+    weights, :func:`vocabcheck.decode.load.cache_check.loop_problem`, run once per model object) is refused for
     speculation (:class:`vocabcheck.errors.UnsupportedModel`) and decoded by transformers' own ``generate`` for
     ``method="none"``.
     """
@@ -188,7 +186,7 @@ def speculative_step(batch: Batch) -> None:
     live = len(batch.live)
     rooms = [options.max_new_tokens - len(batch.rows[i].output) for i in batch.live]
     width = choose_width(batch, rooms)
-    catch_up = max(0, batch.proposer.backlog() - 2) if width and batch.proposer is not None else 0
+    catch_up = batch.proposer.catch_up() if width and batch.proposer is not None else 0
     t0 = clock.now() if clock else 0.0
     proposals = propose(batch, width)
     t1 = clock.now() if clock else 0.0
@@ -240,19 +238,14 @@ def count_step(batch: Batch, width: int) -> None:
 
 def observe_time(batch: Batch, width: int, live: int, at: float, catch_up: int = 0) -> None:
     """The step's time for the controller: from the end of the previous step to the end of this one (its read-back
-    and the host's work after it: emitting, rolling back, the proposer's bookkeeping, which a proposing step pays more
-    of than a plain one). Left out: the first step of a call (it pays for the prefill's tail), and a step in which the
-    CPU head served a size whose kernel it has not chosen yet (:attr:`TunedHead.unsettled`: the likeliest winner
-    before the size is timed, or a candidate being timed): in a fresh process at batch 1 the first steps of each width
-    ran through the likeliest winner, slower than the kernel chosen later (width 1: 17.7–18.6 ms in the first call,
-    11.0–11.2 ms in the third; docs/decoder.md), the fit learnt those prices and the controller stepped plain, so those
-    sizes were met too rarely to be chosen. ``live``: the rows the step ran; ``catch_up``: the
-    positions its draft caught up on before proposing beyond the two a proposing step leaves it (its last proposal
-    and the target's token; :meth:`Proposer.backlog`): 0 but after plain steps."""
+    and the host's work after it: emitting, rolling back, the proposer's bookkeeping). The first step of a call has
+    none (it pays for the prefill's tail): None. ``live``: the rows the step ran; ``catch_up``: the positions its
+    draft caught up on (:meth:`Proposer.catch_up`). Which steps are samples for the cost fit is the controller's to
+    decide."""
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
-    if batch.stamp is not None and TunedHead.unsettled == batch.unsettled:
-        batch.controller.observe_step(forwards, live * (width + 1), at - batch.stamp, live, catch_up)
-    batch.stamp, batch.unsettled = at, TunedHead.unsettled
+    seconds = at - batch.stamp if batch.stamp is not None else None
+    batch.controller.observe_step(forwards, live * (width + 1), seconds, live, catch_up)
+    batch.stamp = at
 
 
 def propose(batch: Batch, width: int) -> Proposals:

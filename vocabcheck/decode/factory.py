@@ -10,8 +10,9 @@ import torch
 
 from ..methods import Method
 from ..verdict import Alignment
-from .controller import AdaptiveLength, FixedLength
-from .costs import costs_for
+from .auto.controller import AdaptiveLength, FixedLength
+from .auto.costs import costs_for
+from .cpu.head import unsettled_calls
 from .mapping import PaddedMapping
 from .metrics import RowMetrics
 from .options import DecodeOptions
@@ -54,4 +55,4 @@ def controller_for(options: DecodeOptions, target, draft, rows: int) -> Adaptive
         return FixedLength()
     key = f"{options.method}/{'greedy' if options.sampling.greedy else 'sampled'}"
     return AdaptiveLength(rows, options.k_max, costs_for(target, draft if options.method.needs_draft else None, key,
-                                                           rows, options.k_max))
+                                                           rows, options.k_max), unsettled=unsettled_calls)

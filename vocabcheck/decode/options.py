@@ -12,7 +12,7 @@ from .sampling import Sampling
 @dataclass(frozen=True)
 class DecodeOptions:
     """``method``: a :class:`vocabcheck.methods.Method` (a draft model, prompt lookup, or plain decoding; its string
-    is accepted). ``k`` is the proposal length: ``"auto"`` (the default) lets :mod:`vocabcheck.decode.controller` pick,
+    is accepted). ``k`` is the proposal length: ``"auto"`` (the default) lets :mod:`vocabcheck.decode.auto.controller` pick,
     every step and for the batch's live rows, 0 to ``k_max`` tokens from the measured costs and acceptance; an
     integer proposes that many every step. Every row stops after ``max_new_tokens`` tokens or at an eos id (unless
     ``ignore_eos``). ``time_phases`` splits the time between draft and target; by default it is on on the CPU and

@@ -7,7 +7,7 @@ driven by the engine in this order, for every batch:
    row's first token (:class:`Prefilled`). A draft model runs its prompt pass here; a lookup builds its index.
 2. every step, ``reach(limit)`` — how many tokens each live row could propose now (at most ``limit``): a draft model
    can always propose ``limit``; a prompt lookup only what its match holds. The controller
-   (:mod:`vocabcheck.decode.controller`) picks the step's width from it, 0 included.
+   (:mod:`vocabcheck.decode.auto.controller`) picks the step's width from it, 0 included.
 3. ``propose(width, sampling, generator)`` — only when the width is above 0: up to ``width`` target ids per row as
    :class:`Proposals`, on the device, with no host sync.
 4. ``commit(outcome)`` — after the step's one host sync, what the target did (:class:`Outcome`): the proposer keeps
@@ -124,6 +124,19 @@ class Proposer(Protocol):
 
     def backlog(self) -> int: ...
 
+    def catch_up(self) -> int:
+        """Positions the next proposal pass feeds beyond the two a proposing step leaves it (its last proposal and
+        the target's token): what it catches up on after plain steps, which the step's cost includes."""
+        ...
+
+
+STEP_LEAVES = 2  # positions a proposing step leaves a draft to feed next: its last proposal and the target's token
+
+
+def beyond_a_step(backlog: int) -> int:
+    """A draft's catch-up: what its next pass feeds beyond what any proposing step leaves it."""
+    return max(0, backlog - STEP_LEAVES)
+
 
 class DraftMapping(Protocol):
     """How a draft's vocabulary meets the target's: :class:`vocabcheck.decode.mapping.PaddedMapping` (one
@@ -182,6 +195,9 @@ class NgramProposer:
 
     def backlog(self) -> int:
         return 0  # a lookup reads the rows' tokens as they are emitted
+
+    def catch_up(self) -> int:
+        return 0
 
 
 class DraftProposer:
@@ -260,3 +276,6 @@ class DraftProposer:
         """Positions the next proposal pass feeds before its first proposal (the pending tokens' width: a shape,
         no sync)."""
         return self.pending.shape[1]
+
+    def catch_up(self) -> int:
+        return beyond_a_step(self.backlog())

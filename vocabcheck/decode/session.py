@@ -14,10 +14,10 @@ from ..check import compare
 from ..profile import ModelProfile, profile_of
 from ..methods import Method
 from ..verdict import Comparison, Verdict, judge, translation_blockers
-from .cache_check import check_models
+from .load.cache_check import check_models
 from .device import resolve_device, resolve_dtype
 from .engine import OnTokens, generate
-from .loading import Prompt, check_rollback, check_room, encode_prompts, load_model
+from .load.loading import Prompt, check_rollback, check_room, encode_prompts, load_model
 from .metrics import Metrics
 from .options import DecodeOptions
 from .result import Generation
@@ -132,7 +132,7 @@ class Session:
 def start_session(request: RunRequest, on_refusal: Callable[[Comparison], None] | None = None,
                   on_warning: Callable[[str], None] | None = None) -> Session:
     """Profile and compare the pair, refuse an incompatible one (unless allowed), then load the models and check
-    their caches' behaviour on a few tokens (:mod:`vocabcheck.decode.cache_check`). ``on_warning`` hears of an
+    their caches' behaviour on a few tokens (:mod:`vocabcheck.decode.load.cache_check`). ``on_warning`` hears of an
     option that does nothing on this pair (default: one "warning:" line on stderr)."""
     draft_profile = comparison = translator = None
     if request.draft is None:

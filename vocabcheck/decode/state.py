@@ -4,14 +4,14 @@ Rows share one transformers ``DynamicCache`` of full-length layers (prefill once
 appends a chunk of the same width to every row; a row with fewer real tokens in that chunk is left-padded. Every
 cache slot records its row's position (the count of real tokens before it) and whether it is real, so a row's tokens
 see exactly the positions and the neighbours they would see alone: the attention mask is built from those positions
-(:mod:`vocabcheck.decode.layout`), which also applies sliding windows by position. Rolling back rejected proposals
+(:mod:`vocabcheck.decode.load.layout`), which also applies sliding windows by position. Rolling back rejected proposals
 crops the cache by the number of slots every row rejected and marks the rest of each row's rejected slots as holes,
 so a batch of one never keeps a rejected slot.
 
 Where no row has a padding slot or a hole and no layer slides, no mask is passed at all: the model's own causal mask
 is exact and costs no host sync. All bookkeeping stays on the device; the host passes in what it already knows.
 
-On the CPU the output head is applied by :mod:`vocabcheck.decode.head` where it computes the same product faster than
+On the CPU the output head is applied by :mod:`vocabcheck.decode.cpu.head` where it computes the same product faster than
 the model's own ``lm_head`` call; the model's decoder still computes the hidden states.
 """
 
@@ -21,8 +21,8 @@ import inspect
 
 import torch
 
-from .head import cpu_head
-from .layout import AttentionLayout, attention_layout
+from .cpu.head import cpu_head
+from .load.layout import AttentionLayout, attention_layout
 
 
 class KVState:

@@ -27,7 +27,7 @@ import torch
 
 from .device import host_to_device
 from .metrics import RowMetrics
-from .proposers import DraftProposer, Outcome, Prefilled, left_pad
+from .proposers import DraftProposer, Outcome, Prefilled, beyond_a_step, left_pad
 from .sampling import pick_greedy
 
 
@@ -263,6 +263,9 @@ class TranslatingProposer(DraftProposer):
     def backlog(self) -> int:
         """Positions the next proposal pass feeds: the most any row owes (a row that owes nothing re-feeds one)."""
         return max((len(ids) for ids in self.owed), default=0) or 1
+
+    def catch_up(self) -> int:
+        return beyond_a_step(self.backlog())
 
 
 def prompt_ids(translator: Translator, prompt: Sequence[int]) -> list[int]:

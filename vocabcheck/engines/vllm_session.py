@@ -158,7 +158,7 @@ class VllmSession:
             gc.collect()
 
     def encode(self, prompts, chat: bool) -> list[list[int]]:
-        from ..decode.loading import encode_prompts
+        from ..decode.load.loading import encode_prompts
 
         return encode_prompts(self.target_profile, prompts, chat)
 
@@ -238,7 +238,7 @@ def open_session(request, *, debug: bool = False, on_refusal=None, on_warning=No
         target_profile, draft_profile, comparison, _ = judge_draft(request, None, on_refusal, on_warning)
     else:
         target_profile = profile_of(request.target)
-    from ..decode.loading import check_room
+    from ..decode.load.loading import check_room
 
     check_room(target_profile, request.max_new_tokens)
     engine.require(debug)  # after the verdict: a refused pair never waits for vLLM

@@ -26,7 +26,7 @@ def main() -> int:
     from dataclasses import replace
 
     from ..decode import DecodeOptions, Sampling
-    from ..decode.loading import Prompt
+    from ..decode.load.loading import Prompt
     from ..decode.session import RunRequest
     from . import vllm_session
 

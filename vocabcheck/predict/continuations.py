@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from ..decode.loading import Prompt
+from ..decode.load.loading import Prompt
 from ..decode.options import DecodeOptions
 from ..decode.sampling import Sampling
 from ..errors import VocabcheckError

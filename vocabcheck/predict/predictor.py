@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..decode.loading import Prompt
+from ..decode.load.loading import Prompt
 from ..decode.mapping import PaddedMapping
 from ..decode.options import DecodeOptions
 from ..decode.sampling import Sampling

@@ -9,19 +9,19 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .. import atomic
-from ..errors import BadOption, InputError, UnsupportedModel, VocabcheckError
-from ..limits import (
+from ... import atomic
+from ...errors import BadOption, InputError, UnsupportedModel, VocabcheckError
+from ...limits import (
     MAX_JSONL_DEPTH, MAX_PROMPT_CHARS, MAX_PROMPT_FILE_BYTES, MAX_PROMPTS, PROMPT_CHARS_ENV, PROMPT_FILE_BYTES_ENV,
     PROMPTS_ENV, cap_from_env,
 )
-from ..profile import ModelProfile
+from ...profile import ModelProfile
 
 
 def model_directory(profile: ModelProfile) -> Path:
     """The local directory holding a model's weights (hub models are downloaded after the pair passed compare)."""
     if profile.kind == "hub":
-        from ..sources.hub import download_weights
+        from ...sources.hub import download_weights
 
         return Path(download_weights(profile.spec))
     if profile.kind == "gguf":
@@ -231,7 +231,7 @@ def check_room(profile: ModelProfile, max_new_tokens: int | None) -> None:
 
 def encode_prompts(profile: ModelProfile, prompts: Sequence[Prompt], chat: bool) -> list[list[int]]:
     """Token ids for each prompt, with the target's tokenizer (and chat template with ``chat``: every conversation
-    rendered at once, bounded, by :func:`vocabcheck.decode.templates.render_chats`)."""
+    rendered at once, bounded, by :func:`vocabcheck.decode.load.templates.render_chats`)."""
     from .templates import render_chats
 
     tokenizer = profile.source.tokenizer

@@ -1,19 +1,19 @@
 """How many tokens to propose each step (``-k auto``): the width that maximises the expected emitted tokens per second,
 from acceptance and costs measured while the call runs.
 
-What a step costs is :mod:`vocabcheck.decode.costs`: a fit of step times per number of live rows, measured while the
+What a step costs is :mod:`vocabcheck.decode.auto.costs`: a fit of step times per number of live rows, measured while the
 call runs, kept for the pair's later calls and processes.
 
 **What a step earns.** Row i accepts each proposal with probability α_i given the ones before it were accepted
 (geometric, as in Leviathan et al.), so with w proposals it emits 1 + α_i + … + α_i^w tokens in expectation.
 :class:`Acceptance` estimates α_i per row from what the row accepted and rejected, as a Beta posterior whose counts
-decay (``MEMORY`` per step the row is verified with proposals, ``IDLE`` per step without), starting from a Beta(1, 1)
+decay (``TUNING.memory`` per step the row is verified with proposals, ``TUNING.idle`` per step without), starting from a Beta(1, 1)
 prior: no warm-up run (a later call on the same pair starts each row from what the earlier calls' rows accepted,
 pooled, with the same weight as that prior). The idle decay lets a row that stopped proposing drift back to the prior,
 so a draft that becomes useful again is tried again after a few dozen plain steps.
 
 **The choice.** W = argmax over 0…k_max of Σ_i E_i(min(W, reach_i)) / t(W), where ``reach_i`` is what row i can
-propose (its budget, and for a lookup what its match holds), and W > 0 only where it promises ``GAIN_MARGIN`` more
+propose (its budget, and for a lookup what its match holds), and W > 0 only where it promises ``TUNING.gain_margin`` more
 than a plain step (a smaller predicted gain is within the fit's error, and a wrong guess costs more than it could
 earn) — to start proposing. A controller that proposed at the previous step goes on while the best width promises at
 least a plain step's rate: stopping has a cost the model does not see, since a plain step measures no acceptance,
@@ -25,43 +25,37 @@ probe (the demo pair's draft at batch 4, replayed from the prior on measured ste
 controller only decides how many tokens are proposed, so the output is the target's own whatever it picks.
 
 Where the fit for the step's size of batch holds too few plain steps to price one and no larger batch's fit can
-(:meth:`vocabcheck.decode.costs.StepCosts.priced`, ``donor``), the step is plain, unless this process measured a plain
-step of that size and the best width promises ``PLAIN_SURE`` times its rate: a plain step mispriced by that much is
+(:meth:`vocabcheck.decode.auto.costs.StepCosts.priced`, ``donor``), the step is plain, unless this process measured a plain
+step of that size and the best width promises ``TUNING.plain_sure`` times its rate: a plain step mispriced by that much is
 not what decides the choice, and measuring it again every ~23 steps cost 7 % of a batch-1 call on the CPU (11 plain
 steps in 243, each 14 ms for one token where a width of 4 emitted 4 in 24 ms).
 
 **Probing.** A plain step measures neither what proposals would earn nor what they would cost, so a controller that
 chose W = 0 from its priors alone would never learn otherwise (at batch 16 on a CPU the prior's α = 0.5 does not pay
 for the verification, though the demo draft's real α ≈ 0.8 does). So the second plain step of a call, and then every
-``PROBE_AFTER``-th plain step in a row, proposes one token per row: the cheapest width that measures each row's
+``TUNING.probe_after``-th plain step in a row, proposes one token per row: the cheapest width that measures each row's
 acceptance and what a proposing step costs (a probe at the width best under an optimistic α reached W = 8 at batch 16
 on the CPU, seven plain steps' time, for a measurement the fit extends to every width anyway). Where speculation does
-not pay, that costs about one verification of one extra slot per ``PROBE_AFTER`` steps; where it does, the measured α
+not pay, that costs about one verification of one extra slot per ``TUNING.probe_after`` steps; where it does, the measured α
 and step times take over. Where the pair's pooled acceptance is below 0.5 the run between probes grows in proportion,
-up to ``PROBE_MAX`` (a draft that almost never agrees is probed rarely: each probe costs a verification and the
+up to ``TUNING.probe_max`` (a draft that almost never agrees is probed rarely: each probe costs a verification and the
 draft's catch-up pass), and so is a new call's first probe (after ``2 + interval − PROBE_AFTER`` plain steps instead
 of 2: a batch of 4 rows of a draft that never agreed paid 2 % for its calls' early probes).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from .costs import PRIOR_ACCEPTED, PRIOR_REJECTED, StepCosts
+from .costs import StepCosts
+from .tuning import TUNING
 
-MEMORY = 0.9  # acceptance counts kept per step a row is verified with proposals
-IDLE = 0.99  # ... and per step it proposes nothing
-PROBE_AFTER = 16  # plain steps in a row after which one step proposes, to measure what proposals earn and cost
-PROBE_MAX = 128  # ... at most, where the pair's pooled acceptance is low
-PLAIN_SURE = 1.5  # a width promising this many times a plain step's rate needs no fresh plain step to price one
-GAIN_MARGIN = 0.03  # a width must promise this much more than a plain step: a gain smaller than the fit's error
-# (step times vary by more on a shared machine) is as likely a loss
 
 
 class Acceptance:
     """Per row, the decayed counts of accepted and rejected proposals, and α = the Beta posterior mean."""
 
-    def __init__(self, rows: int, prior: tuple[float, float] = (PRIOR_ACCEPTED, PRIOR_REJECTED)):
+    def __init__(self, rows: int, prior: tuple[float, float] = (TUNING.prior_accepted, TUNING.prior_rejected)):
         self.accepted = [0.0] * rows
         self.rejected = [0.0] * rows
         self.prior = prior
@@ -72,7 +66,7 @@ class Acceptance:
 
     def observe(self, row: int, judged: int, kept: int) -> None:
         """The row's proposals that counted (``judged``) and how many it accepted; a rejection where fewer."""
-        keep = MEMORY if judged else IDLE
+        keep = TUNING.memory if judged else TUNING.idle
         self.accepted[row] = self.accepted[row] * keep + kept
         self.rejected[row] = self.rejected[row] * keep + (1.0 if kept < judged else 0.0)
 
@@ -87,23 +81,27 @@ def expected_tokens(alpha: float, width: int) -> float:
 
 
 def probe_interval(costs: StepCosts) -> int:
-    """Plain steps in a row before a probe: ``PROBE_AFTER`` while the pair's pooled acceptance is 0.5 or more, longer
-    in proportion below it, ``PROBE_MAX`` at most."""
+    """Plain steps in a row before a probe: ``TUNING.probe_after`` while the pair's pooled acceptance is 0.5 or more, longer
+    in proportion below it, ``TUNING.probe_max`` at most."""
     a, r = costs.acceptance_prior()
     alpha = a / (a + r)
-    return int(min(PROBE_MAX, PROBE_AFTER / min(1.0, max(2.0 * alpha, PROBE_AFTER / PROBE_MAX))))
+    return int(min(TUNING.probe_max, TUNING.probe_after / min(1.0, max(2.0 * alpha, TUNING.probe_after / TUNING.probe_max))))
 
 
 class AdaptiveLength:
     """``k="auto"``: the width of each step from :class:`Acceptance` and :class:`StepCosts`."""
 
-    def __init__(self, rows: int, k_max: int, costs: StepCosts):
+    def __init__(self, rows: int, k_max: int, costs: StepCosts, unsettled: Callable[[], int] = lambda: 0):
+        """``unsettled``: a count that grows while a step's time is not what the same step will cost later (the CPU
+        head still choosing a kernel for a size: :func:`vocabcheck.decode.cpu.head.unsettled_calls`); a step during which
+        it grew is no sample for the cost fit."""
         self.k_max = k_max
+        self.unsettled, self.settled_at = unsettled, unsettled()
         self.acceptance = Acceptance(rows, costs.acceptance_prior())
         self.costs = costs
         self.interval = probe_interval(costs)
         # plain steps in a row: the call's second plain step probes, later where the pair's acceptance is low
-        self.plain_run = PROBE_AFTER - 2
+        self.plain_run = TUNING.probe_after - 2
         self.proposing = False  # whether the last step that could propose did: it goes on without the margin
 
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
@@ -117,7 +115,7 @@ class AdaptiveLength:
 
     def _choice(self, reach: Sequence[int], forwards_per_position: int) -> int:
         rows = range(len(reach))
-        margin = 0.0 if self.proposing else GAIN_MARGIN
+        margin = 0.0 if self.proposing else TUNING.gain_margin
         best, gain = self._best([self.acceptance.rate(i) for i in rows], reach, forwards_per_position, margin)
         if best or not max(reach, default=0):
             self.plain_run = 0
@@ -132,14 +130,14 @@ class AdaptiveLength:
 
     def _plain_priced(self, live: int, gain: float) -> bool:
         """Whether a plain step of ``live`` rows is priced well enough to propose on: the fit for that size holds
-        ``PLAIN_MIN`` plain steps, or a larger batch's prices it (:meth:`StepCosts.donor`), or this process stepped
-        plain at that size and the best width promises ``PLAIN_SURE`` times a plain step's rate (a plain step priced
+        ``TUNING.plain_min`` plain steps, or a larger batch's prices it (:meth:`StepCosts.donor`), or this process stepped
+        plain at that size and the best width promises ``TUNING.plain_sure`` times a plain step's rate (a plain step priced
         that far off is not what decides the choice; measuring it again cost 7 % at batch 1 on the CPU)."""
         return (self.costs.priced(live) or self.costs.donor(live) is not None
-                or (gain >= PLAIN_SURE and self.costs.stepped_plain(live)))
+                or (gain >= TUNING.plain_sure and self.costs.stepped_plain(live)))
 
     def _best(self, rates: Sequence[float], reach: Sequence[int], forwards_per_position: int,
-              margin: float = GAIN_MARGIN) -> tuple[int, float]:
+              margin: float = TUNING.gain_margin) -> tuple[int, float]:
         """Σ_i expected_tokens(α_i, min(W, reach_i)) / t(W), maximised over W > 0 where it beats a plain step's rate
         by ``margin`` (else 0), with each row's terms α^W built up one width at a time (it runs every step, for every
         live row); and that rate over a plain step's."""
@@ -159,8 +157,13 @@ class AdaptiveLength:
                 best, best_rate = width, rate
         return best, best_rate / plain_rate
 
-    def observe_step(self, draft: int, slots: int, seconds: float, live: int, catch_up: int = 0) -> None:
-        self.costs.observe(draft, slots, seconds, live, catch_up)
+    def observe_step(self, draft: int, slots: int, seconds: float | None, live: int, catch_up: int = 0) -> None:
+        """A step's time (None for a call's first step, which pays for the prefill's tail): a sample for the cost
+        fit unless the step ran through a kernel not chosen yet."""
+        now = self.unsettled()
+        if seconds is not None and now == self.settled_at:
+            self.costs.observe(draft, slots, seconds, live, catch_up)
+        self.settled_at = now
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:
         self.acceptance.observe(row, judged, kept)
@@ -180,7 +183,7 @@ class FixedLength:
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
         return max(reach, default=0)
 
-    def observe_step(self, draft: int, slots: int, seconds: float, live: int, catch_up: int = 0) -> None:
+    def observe_step(self, draft: int, slots: int, seconds: float | None, live: int, catch_up: int = 0) -> None:
         pass
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:

@@ -53,8 +53,8 @@ def render_chats(profile, conversations) -> list[str]:
     process bounded in time and memory."""
     import subprocess
 
-    from ..errors import InputError
-    from ..limits import MAX_PROMPT_CHARS, PROMPT_CHARS_ENV, cap_from_env
+    from ...errors import InputError
+    from ...limits import MAX_PROMPT_CHARS, PROMPT_CHARS_ENV, cap_from_env
 
     if not profile.chat_template:
         raise InputError("--chat needs a chat template, and the target has none", profile.location)
@@ -73,7 +73,7 @@ def render_chats(profile, conversations) -> list[str]:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     try:
-        done = subprocess.run([sys.executable, "-m", "vocabcheck.decode.templates"], input=job, capture_output=True,
+        done = subprocess.run([sys.executable, "-m", "vocabcheck.decode.load.templates"], input=job, capture_output=True,
                               text=True, timeout=seconds, preexec_fn=limit)
     except subprocess.TimeoutExpired as exc:
         raise InputError(f"the chat template did not finish rendering in {seconds} s; {TEMPLATE_TIMEOUT_ENV} sets "

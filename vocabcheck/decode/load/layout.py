@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import UnsupportedModel
+from ...errors import UnsupportedModel
 
 FULL, SLIDING, CHUNKED = "full_attention", "sliding_attention", "chunked_attention"
 

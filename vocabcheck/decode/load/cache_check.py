@@ -1,6 +1,6 @@
 """Whether a loaded model's cache behaves the way the decoder relies on, checked on its real weights and device.
 
-The config-based refusals (:func:`vocabcheck.decode.layout.rollback_problem`) run before any weight is loaded, but a
+The config-based refusals (:func:`vocabcheck.decode.load.layout.rollback_problem`) run before any weight is loaded, but a
 config does not say everything: RWKV ignores the cache it is given, xLSTM wants its own, a layer type the config does
 not name would be masked wrongly. So before a model is used for speculation (or for plain decoding through
 vocabcheck's own loop), the decoder's own path (:class:`vocabcheck.decode.state.KVState`) runs on a few tokens and
@@ -36,9 +36,9 @@ from collections.abc import Callable
 
 import torch
 
-from ..errors import UnsupportedModel, VocabcheckError, exception_line
-from ..methods import Method
-from .head import PLAIN_HEAD
+from ...errors import UnsupportedModel, VocabcheckError, exception_line
+from ...methods import Method
+from ..cpu.head import PLAIN_HEAD
 from .layout import AttentionLayout, rollback_problem
 
 # largest difference that still counts as equal, per position: the root mean square over the vector (the vocabulary's
@@ -156,7 +156,7 @@ def _first_failure(model, device, layout, hidden: torch.nn.Module | None, rows, 
                    ) -> tuple[str, float] | None:
     """Drive KVState through prefill, step, chunk, rollback and a dropped row; the first step whose output differs
     from the references, with its difference."""
-    from .state import KVState
+    from ..state import KVState
 
     a, b = rows
     ref_a, ref_b = references

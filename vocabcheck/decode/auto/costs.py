@@ -1,4 +1,4 @@
-"""What a step costs, for ``-k auto`` (:mod:`vocabcheck.decode.controller` chooses the width from it).
+"""What a step costs, for ``-k auto`` (:mod:`vocabcheck.decode.auto.controller` chooses the width from it).
 
 Rows are left-padded to the step's widest, so a verification of width W carries B·(W+1) slots whatever each row
 proposed, and a draft model runs one forward of the whole batch per proposed position. A step of B live rows is modelled
@@ -17,8 +17,8 @@ CPU's step is not linear in its rows: a step of 3 rows costs nearly what one of 
 leaving at a call's end made a plain step of 16 rows look 40 % dearer than it was), recent steps weighing more. A CPU,
 whose verification is compute-bound, learns a large c; a GPU, memory-bound at these sizes, a small one: no table per
 device. A small ridge holds each coefficient to a prior, scaled by the first measured step, that a few measured steps
-outweigh: a draft forward costs the draft's share of the pair's parameters, each extra verified slot ``SLOT_SHARE`` of a
-row's plain step, a plain step nothing apart, and a caught-up position ``CATCH_UP_SHARE`` of a draft forward, and never
+outweigh: a draft forward costs the draft's share of the pair's parameters, each extra verified slot ``TUNING.slot_share`` of a
+row's plain step, a plain step nothing apart, and a caught-up position ``TUNING.catch_up_share`` of a draft forward, and never
 less than nothing (left free, it went negative on a kept fit whose widths were priced from slow first steps, explaining
 the cheaper probes away). A width is priced for a draft that is caught up (C = 0): what the draft owes is paid whenever
 proposing resumes, whatever the width.
@@ -27,16 +27,16 @@ proposing resumes, whatever the width.
 host sync, so the timing adds none; and the host's work after it, which a proposing step pays more of); a step in which
 the CPU head served a size whose kernel is not chosen yet is no sample (:func:`vocabcheck.decode.engine.observe_time`).
 The first step of each shape (live rows, draft forwards, slots) in a process pays once for the shape (1.1–1.5× its later
-steps on the CPU): a plain one is left out, a proposing one weighs ``FIRST_WEIGHT`` and at most three predictions (a
+steps on the CPU): a plain one is left out, a proposing one weighs ``TUNING.first_weight`` and at most three predictions (a
 width priced too high errs towards plain steps; left out, the widths a fresh process tries first went unmeasured while
 the controller widened them on the prior's prices).
 
 **Pricing a plain step.** A controller that keeps proposing never measures a plain step again, and the fit then prices
 one by extending the proposing steps' line to width 0 (and, before two widths were measured, by the prior's slope, or by
 what an earlier, busier process measured): on the demo pair at batch 16 that priced a 20 ms plain step at 25–40 ms, and
-a width that gained 8 % looked like 35 % or more. So where the fit holds fewer than ``PLAIN_MIN`` plain steps of the
+a width that gained 8 % looked like 35 % or more. So where the fit holds fewer than ``TUNING.plain_min`` plain steps of the
 step's size of batch (decayed like the rest), the controller steps plain: about one step in twenty-five where it keeps
-proposing, unless the best width promises 1.5 times a plain step's rate (``controller.PLAIN_SURE``), where a plain step
+proposing, unless the best width promises 1.5 times a plain step's rate (``TUNING.plain_sure``), where a plain step
 priced that far off would not change the choice (at batch 1 on the CPU those steps cost 7 % of a call).
 
 **A batch's last rows.** At a call's end rows leave one by one, and each smaller batch is met for a few steps: a fit of
@@ -52,25 +52,9 @@ import math
 import weakref
 from collections.abc import Callable
 
-from .measured import MachineStore
+from ..cpu.measured import MachineStore
+from .tuning import TUNING
 
-PRIOR_ACCEPTED, PRIOR_REJECTED = 1.0, 1.0  # a row's acceptance prior, Beta(1, 1), and the weight of the pooled one
-# what a kept fit may hold: a plain step between a microsecond and ten minutes, sums no larger than a million steps
-# of that could make; anything else was not measured here and is measured again
-KEPT_UNIT_S = (1e-6, 600.0)
-KEPT_BOUND = 1e12
-COST_MEMORY = 0.95  # weight kept per step by the older step times
-PRIOR_WEIGHT = 0.02  # the ridge's weight on the prior's coefficients (a measured step weighs 1): a few measured steps
-# outweigh it, so that where the prior is wrong (it assumes cheap slots; a CPU at batch 16 pays nearly a plain row per
-# slot) one measured width corrects every other width
-PLAIN_WEIGHT = 0.25  # ... on the plain step's own term (prior 0): learnt only from plain and proposing steps both
-SLOT_SHARE = 0.15  # prior: one more verified slot per row costs this share of a plain step
-POOL_MEMORY = 0.99  # weight kept per row verification by the pooled acceptance a new call's rows start from
-PLAIN_MIN = 0.3  # a step is plain while the fit holds fewer (decayed) plain steps of its size of batch: one in ~30
-DONOR_PLAIN, DONOR_PROPOSING = 0.1, 1.0  # (decayed) plain and proposing steps a fit needs to price other sizes
-FIRST_WEIGHT = 0.5  # the weight of a proposing shape's first step in a process (a plain shape's is left out)
-CATCH_UP_SHARE = 0.25  # prior: a position a draft catches up on costs this share of a draft forward
-CATCH_UP_SCALE = 16  # the catch-up of a typical probe (the ridge's scale for its coefficient)
 
 
 FEATURES = 5  # a step's x: 1, whether it is a plain step, draft forwards, verified slots, caught-up positions
@@ -109,8 +93,8 @@ class LiveFit:
         except (TypeError, KeyError, ValueError, IndexError):
             return None
         if ([len(row) for row in xx] != [FEATURES] * FEATURES or len(xt) != FEATURES
-                or not all(math.isfinite(v) and abs(v) <= KEPT_BOUND for v in [*xt, *(v for row in xx for v in row)])
-                or not KEPT_UNIT_S[0] <= unit <= KEPT_UNIT_S[1] or min(xx[i][i] for i in range(FEATURES)) < 0):
+                or not all(math.isfinite(v) and abs(v) <= TUNING.kept_bound for v in [*xt, *(v for row in xx for v in row)])
+                or not TUNING.kept_unit_s[0] <= unit <= TUNING.kept_unit_s[1] or min(xx[i][i] for i in range(FEATURES)) < 0):
             return None  # not something this machine could have measured: measured again instead
         fit = cls(rows)
         fit.xx, fit.xt, fit.unit = xx, xt, unit
@@ -120,7 +104,7 @@ class LiveFit:
 class StepCosts:
     """What steps cost for one pair, method and batch size: a fit per number of live rows (:class:`LiveFit`: a
     CPU's step is not linear in its rows, and the rows leaving at a call's end must not bend the full batch's fit;
-    even 12 and 16 rows differed), by least squares with each older step's weight multiplied by ``COST_MEMORY``
+    even 12 and 16 rows differed), by least squares with each older step's weight multiplied by ``TUNING.cost_memory``
     per step, held to a prior by a small ridge; and the pair's acceptance pooled over rows and calls. Kept per
     pair and method for the life of the models (:func:`costs_for`), so later calls start from what earlier ones
     measured, and on disk for later processes (:data:`STORE`)."""
@@ -130,7 +114,7 @@ class StepCosts:
         self.key = key  # where it is kept for later processes (STORE); None: not kept
         self.fits: dict[int, LiveFit] = {}  # live rows → fit
         self.shapes: set[tuple[int, int, int]] = set()  # (live rows, draft forwards, slots) stepped in this process
-        self.pooled = [0.0, 0.0]  # every row's accepted and rejected proposals so far, decayed (POOL_MEMORY)
+        self.pooled = [0.0, 0.0]  # every row's accepted and rejected proposals so far, decayed (TUNING.pool_memory)
 
     @property
     def unit(self) -> float | None:
@@ -164,18 +148,18 @@ class StepCosts:
     def observe_acceptance(self, judged: int, kept: int) -> None:
         """One row's verification, pooled over rows and calls."""
         if judged:
-            self.pooled = [self.pooled[0] * POOL_MEMORY + kept,
-                           self.pooled[1] * POOL_MEMORY + (1.0 if kept < judged else 0.0)]
+            self.pooled = [self.pooled[0] * TUNING.pool_memory + kept,
+                           self.pooled[1] * TUNING.pool_memory + (1.0 if kept < judged else 0.0)]
 
     def acceptance_prior(self) -> tuple[float, float]:
         """A new row's prior: the pooled acceptance, weighing as much as Beta(1, 1) (Beta(1, 1) before any)."""
-        a, r = self.pooled[0] + PRIOR_ACCEPTED, self.pooled[1] + PRIOR_REJECTED
-        weight = PRIOR_ACCEPTED + PRIOR_REJECTED
+        a, r = self.pooled[0] + TUNING.prior_accepted, self.pooled[1] + TUNING.prior_rejected
+        weight = TUNING.prior_accepted + TUNING.prior_rejected
         return weight * a / (a + r), weight * r / (a + r)
 
     def _prior(self, live: int, draft: float, slots: float) -> float:
         """The prior's step time in plain steps (a plain step of ``live`` rows costs 1)."""
-        return 1.0 + self.draft_share * draft + SLOT_SHARE * (slots / live - 1.0)
+        return 1.0 + self.draft_share * draft + TUNING.slot_share * (slots / live - 1.0)
 
     def plain_weight(self, live: int) -> float:
         """How many plain steps of this size of live batch the fit holds, decayed as its other steps are."""
@@ -193,7 +177,7 @@ class StepCosts:
         slots, its draft having caught up on ``catch_up`` positions first (:func:`features`), took ``seconds``. The
         first step of each shape in a process pays for what the shape costs once (kernel set-up, buffers: 1.1–1.5× the
         shape's later steps on the CPU): a plain one is left out (a plain step priced too high makes every width look
-        better than it is), a proposing one weighs ``FIRST_WEIGHT`` (priced too high, it errs towards plain steps; left
+        better than it is), a proposing one weighs ``TUNING.first_weight`` (priced too high, it errs towards plain steps; left
         out, the widths a fresh process tries first went unmeasured while the controller widened them on the prior's
         prices)."""
         live = self.rows if live is None else live
@@ -202,7 +186,7 @@ class StepCosts:
             self.shapes.add((live, draft, slots))
             if slots <= live:
                 return
-            weight = FIRST_WEIGHT
+            weight = TUNING.first_weight
         fit = self._fit(live)
         if fit.unit is None:
             fit.unit = seconds / self._prior(live, draft, slots)
@@ -210,9 +194,9 @@ class StepCosts:
             seconds = min(seconds, 3.0 * self._seconds(draft, slots, live, catch_up))  # prediction at most
         x = features(live, draft, slots, catch_up)
         for i in range(FEATURES):
-            fit.xt[i] = fit.xt[i] * COST_MEMORY + weight * x[i] * seconds
+            fit.xt[i] = fit.xt[i] * TUNING.cost_memory + weight * x[i] * seconds
             for j in range(FEATURES):
-                fit.xx[i][j] = fit.xx[i][j] * COST_MEMORY + weight * x[i] * x[j]
+                fit.xx[i][j] = fit.xx[i][j] * TUNING.cost_memory + weight * x[i] * x[j]
         fit.fit = None
 
     def stepped_plain(self, live: int) -> bool:
@@ -221,8 +205,8 @@ class StepCosts:
         return (live, 0, live) in self.shapes and self.plain_weight(live) > 0
 
     def priced(self, live: int) -> bool:
-        """Whether the fit for ``live`` rows holds enough plain steps (``PLAIN_MIN``) to price a plain step."""
-        return self.plain_weight(live) >= PLAIN_MIN
+        """Whether the fit for ``live`` rows holds enough plain steps (``TUNING.plain_min``) to price a plain step."""
+        return self.plain_weight(live) >= TUNING.plain_min
 
     def donor(self, live: int) -> int | None:
         """The live count whose fit prices steps of ``live`` rows while their own cannot (:meth:`priced`): the
@@ -230,17 +214,17 @@ class StepCosts:
         steps at a call's end). Never a smaller one: on a CPU a width costs fewer plain steps the fewer the rows
         (7 rows: width 3 at 2.6 plain steps, 16 rows: 3.0), so a larger batch's prices err towards plain steps. A
         batch that this process stepped plain stays a donor after its plain steps have decayed: where its widths win
-        by ``PLAIN_SURE`` it no longer steps plain, and losing it as a donor sent its last rows to plain steps (at
+        by ``TUNING.plain_sure`` it no longer steps plain, and losing it as a donor sent its last rows to plain steps (at
         batch 4 on the demo pair, 20–29 plain steps of a call's last rows where k = 4 took none)."""
         return next((other for other in sorted(self.fits) if other > live and self._measured(other, 0.0)
-                     and (self.plain_weight(other) >= DONOR_PLAIN or self.stepped_plain(other))), None)
+                     and (self.plain_weight(other) >= TUNING.donor_plain or self.stepped_plain(other))), None)
 
     def _measured(self, live: int, plain: float) -> bool:
-        """Whether the fit for ``live`` rows holds at least ``plain`` plain steps and ``DONOR_PROPOSING`` proposing
+        """Whether the fit for ``live`` rows holds at least ``plain`` plain steps and ``TUNING.donor_proposing`` proposing
         ones (decayed)."""
         fit = self.fits.get(live)
         return (fit is not None and fit.unit is not None and fit.xx[1][1] >= plain
-                and fit.xx[0][0] - fit.xx[1][1] >= DONOR_PROPOSING)
+                and fit.xx[0][0] - fit.xx[1][1] >= TUNING.donor_proposing)
 
     def seconds(self, draft: int, slots: int, live: int | None = None) -> float:
         """The predicted time of a step of ``live`` rows (the whole batch if not said): :meth:`pricer`'s."""
@@ -255,11 +239,11 @@ class StepCosts:
         (what a width adds is its slots and its draft forwards' rows: on the demo pair, width 1 at 8 rows priced at
         34 ms where it ran at 27–31 ms, with the same width's ratio instead at 2 plain steps)."""
         live = self.rows if live is None else live
-        other = None if self._measured(live, PLAIN_MIN) else self.donor(live)
+        other = None if self._measured(live, TUNING.plain_min) else self.donor(live)
         if other is None:
             return lambda draft, slots: self._seconds(draft, slots, live)
         base = self._seconds(0, other, other)
-        plain = self._seconds(0, live, live) if self.plain_weight(live) >= DONOR_PLAIN else base
+        plain = self._seconds(0, live, live) if self.plain_weight(live) >= TUNING.donor_plain else base
 
         def priced(draft: int, slots: int) -> float:
             if slots <= live:
@@ -287,18 +271,18 @@ class StepCosts:
         if len(solved) == FEATURES and all(math.isfinite(v) for v in solved):
             return solved
         unit = fit.unit if fit.unit and math.isfinite(fit.unit) else 1.0
-        return [unit * (1.0 - SLOT_SHARE), 0.0, unit * self.draft_share, unit * SLOT_SHARE / fit.rows,
-                unit * self.draft_share * CATCH_UP_SHARE]
+        return [unit * (1.0 - TUNING.slot_share), 0.0, unit * self.draft_share, unit * TUNING.slot_share / fit.rows,
+                unit * self.draft_share * TUNING.catch_up_share]
 
     def _solve(self, fit: LiveFit) -> list[float]:
         """The ridge solution: the measured steps' least squares, each coefficient held towards the prior's
-        (scaled by ``unit``) with the weight of ``PRIOR_WEIGHT`` of a step whose feature is as large as it gets
-        (``PLAIN_WEIGHT`` for the plain-step term, whose prior is 0)."""
+        (scaled by ``unit``) with the weight of ``TUNING.prior_weight`` of a step whose feature is as large as it gets
+        (``TUNING.plain_weight`` for the plain-step term, whose prior is 0)."""
         unit, rows = fit.unit, fit.rows
-        prior = [unit * (1.0 - SLOT_SHARE), 0.0, unit * self.draft_share, unit * SLOT_SHARE / rows,
-                 unit * self.draft_share * CATCH_UP_SHARE]
-        weight = [PRIOR_WEIGHT, PLAIN_WEIGHT, PRIOR_WEIGHT * self.k_max ** 2,
-                  PRIOR_WEIGHT * (rows * (self.k_max + 1)) ** 2, PRIOR_WEIGHT * CATCH_UP_SCALE ** 2]
+        prior = [unit * (1.0 - TUNING.slot_share), 0.0, unit * self.draft_share, unit * TUNING.slot_share / rows,
+                 unit * self.draft_share * TUNING.catch_up_share]
+        weight = [TUNING.prior_weight, TUNING.plain_weight, TUNING.prior_weight * self.k_max ** 2,
+                  TUNING.prior_weight * (rows * (self.k_max + 1)) ** 2, TUNING.prior_weight * TUNING.catch_up_scale ** 2]
         xx = [row[:] for row in fit.xx]
         xt = fit.xt[:]
         for i in range(FEATURES):

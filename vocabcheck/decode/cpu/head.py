@@ -14,7 +14,7 @@ Timing each size with extra products beside its first call cost 100–500 ms for
 rows (several times the step it serves; a first batch-16 draft call on a machine spent 1.6–2.1 s on it:
 ``benchmarks/step_trace.py``), and a cold ``vocabcheck run`` meets a new size at every batch shape: rows leaving the
 batch, each verification width. So the calls themselves are the timings (a size met once costs one product), and the
-choices are kept on disk, ``head-kernels.json`` (:mod:`vocabcheck.decode.measured`), per machine (processor model,
+choices are kept on disk, ``head-kernels.json`` (:mod:`vocabcheck.decode.cpu.measured`), per machine (processor model,
 torch version, threads), head shape and dtype: a process times only the sizes no earlier process on this machine
 timed. Only a clear win is kept (the winner at least 20 % faster than the runner-up): where kernels are close, a busy
 moment could have picked either, and each process times that size again. Delete the file to time them again. A file
@@ -102,7 +102,7 @@ class TunedHead:
     unsettled = 0  # calls so far, in every head of this process, for a size whose kernel is not chosen yet (the
     # likeliest winner untimed, or a candidate being timed), each size's first UNSETTLED_CALLS: a step that made one
     # costs what it will not cost once the size is chosen, so the controller does not learn from it
-    # (:func:`vocabcheck.decode.engine.observe_time`)
+    # (:func:`unsettled_calls`, read by -k auto)
 
     def __init__(self, weight: torch.Tensor):
         self.weight = weight
@@ -190,6 +190,12 @@ DECISIVE = 0.8  # a kernel kept on disk was at least this much faster (in time) 
 KernelFile = MachineStore("head-kernels.json")
 """``{"version": 1, "machines": {machine: {"152064x256 float32": {"16": "onednn"}}}}``: the kernel each earlier
 process on a machine timed fastest for each head and bucket."""
+
+
+def unsettled_calls() -> int:
+    """Calls so far, in every head of this process, for a size whose kernel is not chosen yet: a step that made one
+    costs what it will not cost once the size is chosen (``-k auto`` does not learn from it)."""
+    return TunedHead.unsettled
 
 
 def head_name(key: tuple[tuple[int, ...], torch.dtype]) -> str:

@@ -2,8 +2,8 @@
 (:func:`vocabcheck.machine.cache_root`), one entry per key under the machine that measured it (processor model,
 torch version, thread count), so that a cold ``vocabcheck run`` starts from what earlier runs on this machine
 learned instead of paying again to learn it. Two stores use it: the CPU head's kernel choices
-(:mod:`vocabcheck.decode.head`, ``head-kernels.json``) and ``-k auto``'s step costs and pooled acceptance
-(:mod:`vocabcheck.decode.costs`, ``step-costs.json``).
+(:mod:`vocabcheck.decode.cpu.head`, ``head-kernels.json``) and ``-k auto``'s step costs and pooled acceptance
+(:mod:`vocabcheck.decode.auto.costs`, ``step-costs.json``).
 
 What is kept only ever speeds a later process up: a file that cannot be read or written, or holds what this code
 did not write, costs only the measuring again (each store checks the values it reads), and deleting the files
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from .. import atomic
-from ..machine import cache_root, cpu_model
+from ... import atomic
+from ...machine import cache_root, cpu_model
 
 
 class MachineStore:
