@@ -443,3 +443,17 @@ def test_the_console_script_exits_with_3_for_a_bug(tmp_path, small_pair):
         "internal error: KeyError: 'no such key' — this is a bug in vocabcheck; please report it "
         f"{REPORT_BUGS}"]
 
+
+
+def test_the_readme_exit_code_table_lists_exactly_the_codes_the_commands_use():
+    """ExitCode is the one home of the exit codes; the README's table must name each of them and no other."""
+    import re
+    from pathlib import Path
+
+    from vocabcheck.errors import ExitCode
+    from vocabcheck.interrupts import EXIT_CODES
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    listed = {int(code) for row in re.findall(r"^\| ([\d, ]+) \|", readme, re.M) for code in row.split(",")}
+    assert listed == {int(code) for code in ExitCode}
+    assert EXIT_CODES <= set(ExitCode)

@@ -209,3 +209,24 @@ def test_function_lengths_count_methods_and_nested_functions(tmp_path):
     path = tmp_path / "m.py"
     path.write_text("class A:\n    @staticmethod\n    def f():\n        def g():\n            pass\n        return g\n")
     assert function_lengths(path) == {"A.f": 5, "A.f.g": 2}
+
+
+def test_only_the_method_registry_compares_method_names():
+    """vocabcheck.methods is the one place that knows the methods: no other module compares a method with a bare
+    name ("draft", "ngram", "none"); it asks the descriptor (``method.proposes``, ``method.needs_draft``...)."""
+    names = {"draft", "ngram", "none"}
+
+    def constants(node: ast.AST) -> set[str]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return {i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)}
+
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path == PACKAGE / "methods.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Compare):
+                named = set().union(*(constants(n) for n in [node.left, *node.comparators])) & names
+                if named and "method" in ast.unparse(node):
+                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}")
+    assert offenders == []

@@ -6,6 +6,8 @@ CLI renders it as one line with exit code 2. Anything else that escapes is a bug
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 import os
 import sys
 import tempfile
@@ -21,13 +23,25 @@ REPORT_BUGS = ("to whoever maintains your copy of vocabcheck (it has no public a
                "the traceback that --debug adds")
 
 
+class ExitCode(IntEnum):
+    """What every command exits with (the README's table): the one home of these numbers."""
+
+    OK = 0
+    FAILED = 1  # a pair refused or a check that failed (incompatible pair, output that differs, a gate pair)
+    BAD_INPUT = 2  # a file, a model, an option: one line naming it
+    BUG = 3  # an internal error
+    HUNG_UP = 128 + 1  # SIGHUP
+    INTERRUPTED = 128 + 2  # Ctrl-C (SIGINT)
+    TERMINATED = 128 + 15  # SIGTERM
+
+
 class VocabcheckError(Exception):
     """A problem with the user's input: a file, a model, a manifest, an option.
 
     ``where`` is the file, directory or hub id the problem is about (``None`` when it is about the command line).
     """
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
     def __init__(self, problem: str, where: str | Path | None = None):
         super().__init__(problem)
@@ -70,7 +84,7 @@ class BadOption(VocabcheckError, ValueError):
 class RefusedPair(VocabcheckError):
     """A pair that a command refuses to work on because its verdict is incompatible (exit code 1)."""
 
-    exit_code = 1
+    exit_code = ExitCode.FAILED
 
 
 def exception_line(exc: BaseException, limit: int = 300) -> str:

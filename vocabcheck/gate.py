@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .diff import TokenizerDiffCache
-from .errors import InputError, VocabcheckError
+from .errors import ExitCode, InputError, VocabcheckError
 from .findings import CODES, Finding, Severity
 from .profile import ModelProfile, profile_of
 from .sources import HUB_ID
@@ -237,8 +237,8 @@ class GateReport:
     @property
     def exit_code(self) -> int:
         if self.count(Outcome.ERROR):
-            return 2
-        return 1 if self.count(Outcome.FAIL) else 0
+            return ExitCode.BAD_INPUT
+        return ExitCode.FAILED if self.count(Outcome.FAIL) else ExitCode.OK
 
 
 def run_gate(manifest: Manifest, *, probe: bool = True) -> GateReport:

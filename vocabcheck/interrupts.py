@@ -31,7 +31,7 @@ from typing import Any
 MESSAGES = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
 if hasattr(signal, "SIGHUP"):  # not on Windows
     MESSAGES[signal.SIGHUP] = "hung up (SIGHUP)"
-EXIT_CODES = frozenset(128 + signum for signum in MESSAGES)  # 130, 143, 129
+EXIT_CODES = frozenset(128 + signum for signum in MESSAGES)  # ExitCode.INTERRUPTED, TERMINATED, HUNG_UP
 
 _IMPORT_MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "_frozen_importlib",
                                "_frozen_importlib_external"})
@@ -53,7 +53,10 @@ def signal_of(exc: BaseException) -> int:
 
 
 def exit_code(signum: int) -> int:
-    return 128 + signum
+    """The exit code a signal stops a command with (:class:`vocabcheck.errors.ExitCode`: 128 + the signal's number)."""
+    from .errors import ExitCode
+
+    return ExitCode(128 + signum)
 
 
 def report(signum: int) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .diff import TokenizerDiffCache
-from .errors import SourceNotFound, VocabcheckError
+from .errors import ExitCode, SourceNotFound, VocabcheckError
 from .profile import ModelProfile, profile_of
 from .sources.local import CONFIG, SLOW_TOKENIZER_FILES, TOKENIZER_JSON
 from .verdict import Comparison, Verdict, judge
@@ -54,7 +54,7 @@ class Matrix:
 
     @property
     def exit_code(self) -> int:
-        return 2 if self.errors else 0
+        return ExitCode.BAD_INPUT if self.errors else ExitCode.OK
 
     def verdicts(self) -> Counter[Verdict]:
         return Counter(c.verdict for row in self.cells for c in row)

@@ -137,7 +137,7 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
 
 
 def _label(cell: Cell) -> str:
-    k = "" if cell.method in ("none", "hf-none") else f", k={cell.k}"
+    k = "" if cell.method in (Method.NONE, "hf-none") else f", k={cell.k}"
     return f"{cell.method}, batch {cell.batch_size}{k}"
 
 

@@ -18,7 +18,7 @@ import traceback
 import typer
 
 from .. import interrupts
-from ..errors import REPORT_BUGS, VocabcheckError, library_failure
+from ..errors import REPORT_BUGS, ExitCode, VocabcheckError, library_failure
 from ..text import printable
 from . import align, bench, compare, demo, gate, help, inspect, matrix, predict, run
 
@@ -115,15 +115,15 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except typer.Abort:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except BadParameter as exc:  # a value the option's type refuses (``-k four``): one line, like any bad input
         print(f"error: {printable(_bad_value(exc))}", file=sys.stderr)
-        return 2
+        return ExitCode.BAD_INPUT
     except ClickException as exc:  # usage errors: click prints the usage line and the problem (which may quote argv)
         shown = io.StringIO()
         exc.show(file=shown)
         sys.stderr.write(printable(shown.getvalue(), keep="\n"))
-        return 2
+        return ExitCode.BAD_INPUT
     except VocabcheckError as exc:
         if _debug(argv):
             traceback.print_exc()
@@ -131,7 +131,7 @@ def _main(argv: list[str] | None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
     except BrokenPipeError:
         # the reader went away (``vocabcheck ... | head``): nothing left to say
         try:
@@ -178,7 +178,7 @@ def _bug(exc: BaseException, argv: list[str]) -> int:
     detail = printable(" ".join(str(exc).split())[:300])
     print(f"internal error: {type(exc).__name__}: {detail} — this is a bug in vocabcheck; please report it "
           f"{REPORT_BUGS}", file=sys.stderr)
-    return 3
+    return ExitCode.BUG
 
 
 def console_main() -> None:

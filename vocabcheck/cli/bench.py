@@ -71,7 +71,7 @@ def bench(
     from ..decode import DecodeOptions, Sampling
     from ..decode.load.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
-    from ..errors import BadOption, VocabcheckError
+    from ..errors import BadOption, ExitCode, VocabcheckError
     from ..machine import machine_description
     from ..render import bench_report, terminal
     from ..render.phases import phases
@@ -121,7 +121,7 @@ def bench(
         from .. import interrupts
 
         raise typer.Exit(interrupts.exit_code(result.signum or interrupts.signal.SIGINT))
-    raise typer.Exit(0 if result.lossless else 1)
+    raise typer.Exit(ExitCode.OK if result.lossless else ExitCode.FAILED)
 
 
 def _with_vllm(result, session, ids, plan, methods, say):

@@ -45,7 +45,7 @@ def predict(
     """Predict the acceptance, best k and speedup of each draft, ranked, without running speculation."""
     from ..decode import DecodeOptions, Sampling
     from ..decode.load.loading import Prompt, read_prompt_file
-    from ..errors import BadOption, VocabcheckError
+    from ..errors import BadOption, ExitCode, VocabcheckError
     from ..predict.predictor import PredictRequest, predict as run_prediction
     from ..render import predict_report, terminal
 
@@ -80,7 +80,7 @@ def predict(
         predict_report.print_prediction(terminal.console(), prediction)
     named = [c for c in prediction.candidates if c.method.needs_draft]
     if named and all(c.refused for c in named):  # no named draft can run with this target
-        raise typer.Exit(1)
+        raise typer.Exit(ExitCode.FAILED)
 
 
 def _k_values(text: str, error) -> tuple[int, ...]:

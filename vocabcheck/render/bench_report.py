@@ -13,13 +13,14 @@ from rich.text import Text
 
 from .. import __version__, atomic
 from ..errors import InputError
+from ..methods import SPECULATIVE, Method
 from ..provenance import Provenance, current
 from ..bench import AUTO, BenchResult, Row
 from .data import BENCH_SCHEMA
 from .markdown import document, escape
 from .terminal import print_table
 
-LABEL = {"none": "no speculation", "ngram": "n-gram", "draft": "draft model", "hf-none": "transformers, plain",
+LABEL = {**{m.value: m.label for m in Method}, "hf-none": "transformers, plain",
          "hf-ngram": "transformers, prompt lookup", "hf-draft": "transformers, assisted",
          "hf-draft-uad": "transformers, assisted (different-tokenizer path)",
          "hf-draft-tli": "transformers, assisted (token-level intersection)"}
@@ -32,15 +33,15 @@ def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
 def label(method: str, k=None) -> str:
     """A cell's name: the method, and its k where it proposes tokens."""
     name = LABEL.get(method, method)
-    if method in ("none", "hf-none") or k is None:
+    if method in (Method.NONE, "hf-none") or k is None:
         return name
     return f"{name} ({'auto' if k == AUTO else f'k={k}'})"
 
 
 def _columns(result: BenchResult) -> list[tuple[str, object]]:
     """The summary's columns: plain decoding, then each speculative method at each k that has a row."""
-    columns = [("none", 0)] if any(r.method == "none" for r in result.rows) else []
-    for method in ("ngram", "draft"):
+    columns = [(Method.NONE, 0)] if any(r.method == Method.NONE for r in result.rows) else []
+    for method in SPECULATIVE:
         measured = {r.k for r in result.rows if r.method == method}
         columns += [(method, k) for k in result.ks if k in measured]
     return columns
@@ -53,7 +54,7 @@ def _summary_cell(result: BenchResult, method: str, k, batch: int) -> str:
     text = f"{row.tpot_ms:.2f} ms"
     if row.noise:  # not quoted as a result: the cell's line below says why
         return text + " (noisy)"
-    if method != "none" and row.speedup is not None:
+    if method != Method.NONE and row.speedup is not None:
         text += f" ({row.speedup:.2f}×)"
     return text
 
@@ -136,7 +137,7 @@ VLLM_HEADER = ("method", "batch", "k", "vLLM TPOT ms", "vocabcheck TPOT ms", "vL
 
 def _vllm_cells(row) -> list[str]:
     same = {True: "yes", False: "NO", None: "n/a (sampled)"}[row.identical]
-    return [row.method, str(row.batch_size), "-" if row.method == "none" else str(row.k),
+    return [row.method, str(row.batch_size), "-" if row.method == Method.NONE else str(row.k),
             f"{row.vllm_tpot_ms:.2f}", f"{row.vocabcheck_tpot_ms:.2f}", f"{row.tpot_ratio:.2f}x",
             f"{row.vllm_tokens_per_s:.1f}", f"{row.vocabcheck_tokens_per_s:.1f}",
             f"{row.vllm_mean_accepted_length:.2f} / {row.vocabcheck_mean_accepted_length:.2f}", same]

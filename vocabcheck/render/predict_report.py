@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import __version__
+from ..methods import Method
 from ..predict.result import Candidate, KPrediction, Prediction
 from .bench_report import check_destination as _check, write_files
 from .data import PREDICT_SCHEMA
@@ -23,7 +24,7 @@ REPORT_FILES = ("predict.md", "predict.json", "speedup.png")
 
 
 def _name(candidate: Candidate) -> str:
-    if candidate.method == "ngram":
+    if not candidate.method.needs_draft:
         return "n-gram lookup"
     return candidate.draft + (" (translated)" if candidate.translated else "")
 
@@ -31,8 +32,8 @@ def _name(candidate: Candidate) -> str:
 def _shown_names(prediction: Prediction) -> dict[int, str]:
     """Each candidate's name as the terminal shows it (by its place in the ranking): a draft's path keeps its
     distinctive tail, and two drafts never look alike."""
-    drafts = short_paths([c.draft if c.method == "draft" else "" for c in prediction.candidates], 30)
-    return {i: _name(c) if c.method != "draft" else drafts[i] + (" (translated)" if c.translated else "")
+    drafts = short_paths([c.draft if c.method.needs_draft else "" for c in prediction.candidates], 30)
+    return {i: _name(c) if not c.method.needs_draft else drafts[i] + (" (translated)" if c.translated else "")
             for i, c in enumerate(prediction.candidates)}
 
 
@@ -111,7 +112,7 @@ def _k_document(p: KPrediction) -> dict[str, Any]:
 
 def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
     costs = candidate.costs
-    return {"rank": rank, "draft": candidate.draft if candidate.method == "draft" else None,
+    return {"rank": rank, "draft": candidate.draft if candidate.method.needs_draft else None,
             "method": candidate.method, "translated": candidate.translated, "refused": candidate.refused,
             "best_k": candidate.best.k if candidate.best else None,
             "cost_ratio": costs.cost_ratio if costs else None,
@@ -124,7 +125,7 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
 
 def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
     ranked = list(enumerate(prediction.candidates, start=1))
-    ngram = next((candidate_document(c, r) for r, c in ranked if c.method == "ngram"), None)
+    ngram = next((candidate_document(c, r) for r, c in ranked if c.method is Method.NGRAM), None)
     return {
         "schema": PREDICT_SCHEMA,
         "vocabcheck_version": __version__,
@@ -139,7 +140,7 @@ def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
         "k_values": list(prediction.k_values),
         "temperatures": list(prediction.temperatures),
         "seconds": prediction.seconds,
-        "drafts": [candidate_document(c, r) for r, c in ranked if c.method == "draft"],
+        "drafts": [candidate_document(c, r) for r, c in ranked if c.method.needs_draft],
         "ngram": ngram,
     }
 

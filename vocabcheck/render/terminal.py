@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Span, Text
 
 from ..findings import Finding, Severity
+from ..methods import Method
 from ..profile import ModelProfile, SpecialToken
 from ..text import printable
 from ..verdict import Alignment, Comparison, Verdict
@@ -399,18 +400,18 @@ def print_texts(out: Console, session, result) -> None:
 
 def print_metrics(out: Console, session, result) -> None:
     m = result.metrics
-    table = Table(title="Speculative decoding" if m.method != "none" else "Plain decoding", header_style="bold",
+    table = Table(title="Speculative decoding" if Method(m.method).proposes else "Plain decoding", header_style="bold",
                   show_header=True, pad_edge=False)
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_row("method", m.method + (f", k = {m.k}" if m.method != "none" else "")
+    table.add_row("method", m.method + (f", k = {m.k}" if Method(m.method).proposes else "")
                   + (", translated through shared tokens" if m.translated else ""))
     if getattr(session, "engine", "vocabcheck") != "vocabcheck":
         table.add_row("engine", f"{session.engine} {session.engine_version}")
     table.add_row("device / dtype", f"{session.device} / {str(session.dtype).removeprefix('torch.')}")
     table.add_row("sequences / batch size", f"{len(result.sequences)} / {m.batch_size}")
     table.add_row("generated tokens", f"{m.generated:,}")
-    if m.method != "none":
+    if Method(m.method).proposes:
         table.add_row("drafted / accepted", f"{m.drafted:,} / {m.accepted:,}")
         table.add_row("acceptance rate", f"{m.acceptance_rate:.1%}")
         table.add_row("mean accepted length", f"{m.mean_accepted_length:.2f}")
