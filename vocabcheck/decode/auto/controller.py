@@ -1,46 +1,28 @@
 """How many tokens to propose each step (``-k auto``): the width that maximises the expected emitted tokens per second,
-from acceptance and costs measured while the call runs.
-
-What a step costs is :mod:`vocabcheck.decode.auto.costs`: a fit of step times per number of live rows, measured while the
-call runs, kept for the pair's later calls and processes.
+from acceptance and costs measured while the call runs. Its constants are :data:`.tuning.TUNING`; how each rule was
+found, with the measurements, is docs/k-auto-findings.md.
 
 **What a step earns.** Row i accepts each proposal with probability α_i given the ones before it were accepted
-(geometric, as in Leviathan et al.), so with w proposals it emits 1 + α_i + … + α_i^w tokens in expectation.
-:class:`Acceptance` estimates α_i per row from what the row accepted and rejected, as a Beta posterior whose counts
-decay (``TUNING.memory`` per step the row is verified with proposals, ``TUNING.idle`` per step without), starting from a Beta(1, 1)
-prior: no warm-up run (a later call on the same pair starts each row from what the earlier calls' rows accepted,
-pooled, with the same weight as that prior). The idle decay lets a row that stopped proposing drift back to the prior,
-so a draft that becomes useful again is tried again after a few dozen plain steps.
+(geometric), so with w proposals it emits 1 + α_i + … + α_i^w tokens in expectation. :class:`Acceptance` estimates α_i
+per row as a Beta posterior whose counts decay (``memory`` per step the row is verified with proposals, ``idle`` per
+step without) from a Beta(1, 1) prior, or from the pair's pooled acceptance of earlier calls with the same weight.
 
 **The choice.** W = argmax over 0…k_max of Σ_i E_i(min(W, reach_i)) / t(W), where ``reach_i`` is what row i can
-propose (its budget, and for a lookup what its match holds), and W > 0 only where it promises ``TUNING.gain_margin`` more
-than a plain step (a smaller predicted gain is within the fit's error, and a wrong guess costs more than it could
-earn) — to start proposing. A controller that proposed at the previous step goes on while the best width promises at
-least a plain step's rate: stopping has a cost the model does not see, since a plain step measures no acceptance,
-and a run of rejections that dipped the rows' rates just below the margin then kept the batch plain until the next
-probe (the demo pair's draft at batch 4, replayed from the prior on measured step times by
-``benchmarks/replay_controller.py``: 1.01× the TPOT of k = 4, 1.17× in the first pass; proposing on, 0.99× and
-1.09×). Every row proposes up to W: a shorter row saves nothing, because the step costs what its widest row costs. W =
-0 is a plain step with no draft forward; the draft catches up on what it skipped in its next proposal pass. The
-controller only decides how many tokens are proposed, so the output is the target's own whatever it picks.
+propose and t is :mod:`.costs`' price. To start proposing, W > 0 must promise ``gain_margin`` more than a plain step;
+a controller that proposed at the previous step goes on while the best width promises at least a plain step's rate.
+Every row proposes up to W. W = 0 is a plain step; the draft catches up on what it skipped in its next proposal pass.
+The controller only decides how many tokens are proposed: the output is the target's own whatever it picks.
 
-Where the fit for the step's size of batch holds too few plain steps to price one and no larger batch's fit can
-(:meth:`vocabcheck.decode.auto.costs.StepCosts.priced`, ``donor``), the step is plain, unless this process measured a plain
-step of that size and the best width promises ``TUNING.plain_sure`` times its rate: a plain step mispriced by that much is
-not what decides the choice, and measuring it again every ~23 steps cost 7 % of a batch-1 call on the CPU (11 plain
-steps in 243, each 14 ms for one token where a width of 4 emitted 4 in 24 ms).
+Where the fit for the step's size of batch cannot price a plain step (:meth:`.costs.StepCosts.priced`, ``donor``), the
+step is plain, unless this process measured a plain step of that size and the best width promises ``plain_sure``
+times its rate.
 
-**Probing.** A plain step measures neither what proposals would earn nor what they would cost, so a controller that
-chose W = 0 from its priors alone would never learn otherwise (at batch 16 on a CPU the prior's α = 0.5 does not pay
-for the verification, though the demo draft's real α ≈ 0.8 does). So the second plain step of a call, and then every
-``TUNING.probe_after``-th plain step in a row, proposes one token per row: the cheapest width that measures each row's
-acceptance and what a proposing step costs (a probe at the width best under an optimistic α reached W = 8 at batch 16
-on the CPU, seven plain steps' time, for a measurement the fit extends to every width anyway). Where speculation does
-not pay, that costs about one verification of one extra slot per ``TUNING.probe_after`` steps; where it does, the measured α
-and step times take over. Where the pair's pooled acceptance is below 0.5 the run between probes grows in proportion,
-up to ``TUNING.probe_max`` (a draft that almost never agrees is probed rarely: each probe costs a verification and the
-draft's catch-up pass), and so is a new call's first probe (after ``2 + interval − PROBE_AFTER`` plain steps instead
-of 2: a batch of 4 rows of a draft that never agreed paid 2 % for its calls' early probes).
+**Probing.** A plain step measures neither what proposals earn nor what they cost, so the call's second plain step,
+and then every ``probe_after``-th plain step in a row, proposes one token per row. Where the pair's pooled acceptance
+is below 0.5 the run between probes (and before a new call's first probe) grows in proportion, up to ``probe_max``.
+
+**Samples.** A step's time is a sample for the cost fit unless it is a call's first step (it pays for the prefill's
+tail) or the ``unsettled`` count it was given grew during it (the CPU head still choosing a kernel for a size).
 """
 
 from __future__ import annotations

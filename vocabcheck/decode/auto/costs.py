@@ -1,49 +1,32 @@
-"""What a step costs, for ``-k auto`` (:mod:`vocabcheck.decode.auto.controller` chooses the width from it).
+"""What a step costs, for ``-k auto`` (:mod:`.controller` chooses the width from it).
 
-Rows are left-padded to the step's widest, so a verification of width W carries B·(W+1) slots whatever each row
-proposed, and a draft model runs one forward of the whole batch per proposed position. A step of B live rows is modelled
-as
+Rows are left-padded to the step's widest, so a verification of width W carries B·(W+1) slots, and a draft model runs
+one forward of the whole batch per proposed position. A step of B live rows is modelled as
 
     t(W) = a + p·[W = 0] + b·D + c·S + e·C   D = draft forwards (W for a draft model, 0 for a lookup), S = B·(W + 1),
                                              C = what a draft's proposal pass caught up on first, beyond the two
                                              positions a proposing step leaves it: 0 but after plain steps
 
-(``a``: everything a step pays that does not grow with the width, host work included; ``p``: what a plain step pays
-apart, on its own path: no draft, no verification bookkeeping, its own head kernel; ``e``: a draft's catch-up, one
-position per plain step since it last proposed, which a probe after a run of plain steps pays and a width chosen
-afterwards does not: priced into the probe's width, it made proposing look dearer the longer the controller stepped
-plain). :class:`StepCosts` fits a, p, b, c, e by least squares over the steps so far, one fit per number of live rows (a
-CPU's step is not linear in its rows: a step of 3 rows costs nearly what one of 16 does, and fitted together the rows
-leaving at a call's end made a plain step of 16 rows look 40 % dearer than it was), recent steps weighing more. A CPU,
-whose verification is compute-bound, learns a large c; a GPU, memory-bound at these sizes, a small one: no table per
-device. A small ridge holds each coefficient to a prior, scaled by the first measured step, that a few measured steps
-outweigh: a draft forward costs the draft's share of the pair's parameters, each extra verified slot ``TUNING.slot_share`` of a
-row's plain step, a plain step nothing apart, and a caught-up position ``TUNING.catch_up_share`` of a draft forward, and never
-less than nothing (left free, it went negative on a kept fit whose widths were priced from slow first steps, explaining
-the cheaper probes away). A width is priced for a draft that is caught up (C = 0): what the draft owes is paid whenever
-proposing resumes, whatever the width.
+(``a``: what every step pays; ``p``: what a plain step pays apart; ``e``: a draft's catch-up). :class:`StepCosts` fits
+a, p, b, c, e by least squares over the steps so far, one fit per number of live rows, older steps decaying by
+``cost_memory`` a step. A small ridge (``prior_weight``, ``plain_weight``) holds each coefficient to a prior scaled by
+the first measured step: a draft forward costs the draft's share of the pair's parameters, each extra verified slot
+``slot_share`` of a row's plain step, a caught-up position ``catch_up_share`` of a draft forward; no coefficient is
+below zero. A width is priced for a draft that is caught up (C = 0).
 
-**What a sample is.** A step is timed from the end of the previous step to its own end (the read-back, the step's one
-host sync, so the timing adds none; and the host's work after it, which a proposing step pays more of); a step in which
-the CPU head served a size whose kernel is not chosen yet is no sample (:func:`vocabcheck.decode.engine.observe_time`).
-The first step of each shape (live rows, draft forwards, slots) in a process pays once for the shape (1.1–1.5× its later
-steps on the CPU): a plain one is left out, a proposing one weighs ``TUNING.first_weight`` and at most three predictions (a
-width priced too high errs towards plain steps; left out, the widths a fresh process tries first went unmeasured while
-the controller widened them on the prior's prices).
+**Samples.** The first step of each shape (live rows, draft forwards, slots) in a process is left out if plain and
+weighs ``first_weight`` if proposing (it pays once for the shape).
 
-**Pricing a plain step.** A controller that keeps proposing never measures a plain step again, and the fit then prices
-one by extending the proposing steps' line to width 0 (and, before two widths were measured, by the prior's slope, or by
-what an earlier, busier process measured): on the demo pair at batch 16 that priced a 20 ms plain step at 25–40 ms, and
-a width that gained 8 % looked like 35 % or more. So where the fit holds fewer than ``TUNING.plain_min`` plain steps of the
-step's size of batch (decayed like the rest), the controller steps plain: about one step in twenty-five where it keeps
-proposing, unless the best width promises 1.5 times a plain step's rate (``TUNING.plain_sure``), where a plain step
-priced that far off would not change the choice (at batch 1 on the CPU those steps cost 7 % of a call).
+**Pricing a plain step.** Where the fit holds fewer than ``plain_min`` (decayed) plain steps of the step's size of
+batch, the controller steps plain to measure one (:meth:`StepCosts.priced`). A smaller batch met at a call's end is
+priced from the smallest larger batch whose fit measured plain and proposing steps (:meth:`StepCosts.donor`) until
+its own has.
 
-**A batch's last rows.** At a call's end rows leave one by one, and each smaller batch is met for a few steps: a fit of
-its own would start from the prior and a plain step each time. Until its own fit has measured plain and proposing steps,
-a smaller batch is priced from the smallest larger one that has (:meth:`StepCosts.donor`; never a smaller one, whose
-widths look cheaper than they are here): its own plain step where it measured one, else that batch's, plus what the
-width adds there in proportion to the rows.
+**Kept state.** What a call measured is kept per machine (:data:`STORE`, ``step-costs.json``) and a later process starts
+from it; values no machine could have measured (``kept_unit_s``, ``kept_bound``) are ignored, and a fit that cannot
+be solved falls back to the prior.
+
+How each of these rules was found, with the figures, is docs/k-auto-findings.md.
 """
 
 from __future__ import annotations
