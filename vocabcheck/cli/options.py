@@ -72,21 +72,22 @@ def proposal_lengths(flag: str, many: bool = False) -> Callable[[object], object
     """A parser for ``-k``: ``auto`` or a whole number from 1 to 64 (``many``: a comma-separated list of them, kept as
     text for the command); one line for anything else (:func:`vocabcheck.methods.parse_k`, the one k parser)."""
     def parse(value: object) -> object:
-        try:
-            if not many:
-                return parse_k(value, flag)
-            parse_ks(str(value), flag)
-        except VocabcheckError as exc:  # not a ValueError to click, which would prefix "Value error"
-            raise VocabcheckError(str(exc)) from None
+        if not many:
+            return parse_k(value, flag)
+        parse_ks(str(value), flag)
         return str(value)
-    return parse
+    return _one_line(parse)
 
 
-def _method(value: object) -> Method:
-    try:
-        return Method.parse(value)
-    except VocabcheckError as exc:
-        raise VocabcheckError(str(exc)) from None
+def _one_line(parse: Callable[[object], object]) -> Callable[[object], object]:
+    """A library parser as an option's parser: its BadOption (also a ValueError, which click would prefix with
+    "Value error") raised as the plain one-line error every option gives."""
+    def checked(value: object) -> object:
+        try:
+            return parse(value)
+        except VocabcheckError as exc:
+            raise VocabcheckError(str(exc)) from None
+    return checked
 
 
 def _device(value: str) -> str:
@@ -121,7 +122,7 @@ NgramMin = Annotated[int, typer.Option("--ngram-min", parser=whole_number("--ngr
 NgramMax = Annotated[int, typer.Option("--ngram-max", parser=whole_number("--ngram-max"),
                                        help="Longest n-gram to match.")]
 SpeculationMethod = Annotated[Method, typer.Option(
-    "--method", parser=_method, metavar="|".join(Method),
+    "--method", parser=_one_line(Method.parse), metavar="|".join(Method),
     help="; ".join(f"{m}: {m.help}" for m in Method) + ".")]
 ProposalLength = Annotated[str, typer.Option(
     "-k", "--num-speculative-tokens", parser=proposal_lengths("-k / --num-speculative-tokens"),
