@@ -331,26 +331,59 @@ def test_drafted_counts_stop_at_the_budget_whether_the_row_rejects_or_is_cut(acc
 
 
 def test_a_run_of_plain_steps_is_broken_by_a_probe_that_measures_what_proposing_would_earn():
-    # verification expensive and acceptance low: the choice is 0, but a plain step measures nothing, so the call's
-    # second plain step and then every PROBE_AFTER-th plain step in a row propose one token per row
+    # acceptance low: the choice is 0, but a plain step measures nothing, so the call's second plain step and then
+    # every probe_interval-th plain step in a row propose one token per row, while the pair could still pay
     from vocabcheck.decode.auto.tuning import TUNING
 
     PROBE_AFTER, PROBE_MAX = TUNING.probe_after, TUNING.probe_max
 
-    costs = measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16)
+    costs = measured(draft_forward=0.001, plain=0.010, per_slot=0.0005, rows=4)
     assert probe_interval(costs) == PROBE_AFTER  # nothing known of the pair's acceptance: the prior's 0.5
-    controller = AdaptiveLength(16, 8, costs)
-    learnt(controller, 16, accepted=1, rejected=30)
+    costs.pooled = [10.0, 30.0]  # the pair's acceptance so far about 0.25: a width pays from about 0.3
     interval = probe_interval(costs)
     assert PROBE_AFTER < interval <= PROBE_MAX  # a pair that rarely agrees is probed more rarely
-    controller = AdaptiveLength(16, 8, costs)
-    learnt(controller, 16, accepted=1, rejected=30)
-    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 + 3 * interval)]
+    controller = AdaptiveLength(4, 8, costs)
+    with_rate(controller, 0.1)
+    assert not controller.written_off(4, forwards_per_position=1)
+    widths = [controller.choose([8] * 4, forwards_per_position=1) for _ in range(2 + 3 * interval)]
     probes = [step for step, width in enumerate(widths) if width]
     first = 1 + interval - PROBE_AFTER  # a new call's first probe comes later too
     assert probes == [first, first + interval, first + 2 * interval]
     assert all(widths[step] == 1 for step in probes)  # the cheapest width that measures
-    assert controller.choose([0] * 16, forwards_per_position=1) == 0  # nothing to propose: no probe either
+    assert controller.choose([0] * 4, forwards_per_position=1) == 0  # nothing to propose: no probe either
+
+
+def test_a_pair_that_cannot_pay_is_probed_every_probe_max_plain_steps_counted_across_calls():
+    # acceptance low and verification expensive: no width pays even at an optimistic acceptance, so a probe (the
+    # draft's catch-up, its pass and a wider verification) only costs; it comes every PROBE_MAX plain steps, and a
+    # call that ends in the middle of a run hands the count on to the next call instead of probing at its start
+    from vocabcheck.decode.auto.tuning import TUNING
+
+    PROBE_MAX = TUNING.probe_max
+    costs = measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16)
+    controller = AdaptiveLength(16, 8, costs)
+    learnt(controller, 16, accepted=1, rejected=30)
+    assert controller.written_off(16, forwards_per_position=1)
+    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 * PROBE_MAX)]
+    first = PROBE_MAX - 1  # not the call's second plain step: the pair has shown it cannot pay
+    assert [step for step, width in enumerate(widths) if width] == [first, first + PROBE_MAX]
+    calls = [AdaptiveLength(16, 8, costs) for _ in range(4)]  # calls of 40 steps each, one after the other
+    probes = [sum(1 for _ in range(40) if call.choose([8] * 16, forwards_per_position=1)) for call in calls]
+    assert probes == [0, 0, 0, 1]  # 160 steps: one probe, where the run carried across calls reached PROBE_MAX
+
+
+def test_a_draft_that_costs_a_target_step_never_pays_for_probes_even_before_anything_is_measured():
+    # the prior prices a draft forward at the draft's share of the pair's parameters: a draft as large as its target
+    # cannot pay at any acceptance, so a fresh controller steps plain; a small draft is probed as before
+    for share, proposes in ((1.0, False), (0.1, True)):
+        costs = StepCosts(draft_share=share, rows=1, k_max=8)
+        controller = AdaptiveLength(1, 8, costs)
+        widths = []
+        for _ in range(64):
+            width = controller.choose([8], forwards_per_position=1)
+            widths.append(width)
+            costs.observe(width, width + 1, 0.010 * (1.0 + share * width + 0.15 * width))
+        assert any(widths) is proposes, share
 
 
 def test_a_later_call_starts_its_rows_from_what_earlier_calls_accepted():

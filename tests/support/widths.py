@@ -47,6 +47,8 @@ class ScriptedWidths:
     def finish(self) -> None:
         pass
 
+    kept_state = None
+
 
 @pytest.fixture
 def varying_widths(monkeypatch):

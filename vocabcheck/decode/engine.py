@@ -130,6 +130,7 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
         interrupted, signum = True, signal_of(stop)
     batch.metrics.total_s = batch.elapsed()
     batch.controller.finish()
+    batch.metrics.kept_state = batch.controller.kept_state
     sequences = tuple(GeneratedSequence(row.prompt, tuple(row.output), row.finish or "length") for row in batch.rows)
     return Generation(sequences=sequences, metrics=batch.metrics, interrupted=interrupted, signum=signum)
 

@@ -15,6 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+# what became of a pair's kept step costs in a process (auto.costs.StepCosts.kept); merging batches, the later one
+# (more worth saying) wins
+KEPT_ORDER = ("none", "used", "replaced", "discarded")
+
 @dataclass
 class RowMetrics:
     """One row's counters: its first token (from prefill), its verification steps and what they emitted."""
@@ -115,6 +119,8 @@ class Metrics:
     total_s: float = 0.0
     ttft_s: float = 0.0
     engine_counts: EngineCounts | None = None  # an engine's own draft counters: they replace the rows' sums
+    # -k auto: what became of the step costs an earlier process kept (decode.auto.costs.KEPT_STATES); None otherwise
+    kept_state: str | None = None
 
     def _sum(self, name: str) -> int:
         return sum(getattr(row, name) for row in self.rows)
@@ -225,4 +231,6 @@ class Metrics:
             ttft_s=min((m.ttft_s for m in (self, other) if m.rows), default=0.0),
             engine_counts=other.engine_counts if self.engine_counts is None else
             self.engine_counts.plus(other.engine_counts),
+            kept_state=max((m.kept_state for m in (self, other) if m.kept_state is not None), key=KEPT_ORDER.index,
+                           default=None),
         )

@@ -217,6 +217,7 @@ def metrics_document(m) -> dict[str, Any]:
         "mean_proposal_length": m.proposal_length,
         "steps": m.verify_passes,
         "steps_without_speculation": m.plain_steps,
+        "kept_state": m.kept_state,
         "acceptance_rate": m.acceptance_rate,
         "mean_accepted_length": m.mean_accepted_length,
         "acceptance_by_position": m.acceptance_by_position,

@@ -398,6 +398,14 @@ def print_texts(out: Console, session, result) -> None:
         out.print(Text(f"[{index}] ", style="bold") + Text(prompt, style="dim") + Text(sequence.text))
 
 
+KEPT_STATES = {  # -k auto's kept step costs (decode.metrics.KEPT_ORDER), as run says what became of them
+    "none": "nothing kept for this pair on this machine",
+    "used": "started from what an earlier run kept",
+    "replaced": "what was kept disagreed with this run's steps: measured again",
+    "discarded": "what was kept could not have been measured: set aside, measured again",
+}
+
+
 def print_metrics(out: Console, session, result) -> None:
     m = result.metrics
     table = Table(title="Speculative decoding" if Method(m.method).proposes else "Plain decoding", header_style="bold",
@@ -419,6 +427,8 @@ def print_metrics(out: Console, session, result) -> None:
         table.add_row("mean proposal length", f"{m.proposal_length:.2f}" + (" (chosen per step)" if m.k == "auto"
                                                                               else ""))
         table.add_row("steps without speculation", f"{m.plain_steps:,} of {m.verify_passes:,}")
+        if m.kept_state is not None:
+            table.add_row("kept step costs", f"{m.kept_state}: {KEPT_STATES[m.kept_state]}")
     if m.translated:
         table.add_row("tokens the draft could not propose", f"{m.outside_shared:,} ({m.outside_shared_share:.1%})")
         table.add_row("re-encodings per 100 tokens", f"{m.reencodings_per_100:.1f}")

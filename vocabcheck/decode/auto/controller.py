@@ -19,7 +19,15 @@ times its rate.
 
 **Probing.** A plain step measures neither what proposals earn nor what they cost, so the call's second plain step,
 and then every ``probe_after``-th plain step in a row, proposes one token per row. Where the pair's pooled acceptance
-is below 0.5 the run between probes (and before a new call's first probe) grows in proportion, up to ``probe_max``.
+is below 0.5 the run between probes (and before a new call's first probe) grows in proportion, up to ``probe_max``;
+a process's first call probes at its second plain step while the acceptance an earlier process kept is unchecked.
+
+**A pair that cannot pay.** Where no width beats a plain step even if every row accepted at the pair's pooled
+acceptance plus ``optimism_sd`` standard deviations (:meth:`AdaptiveLength.written_off`: a draft whose forward costs
+about a target step cannot pay at any acceptance), a probe is not worth its price (the draft's catch-up on every
+position it skipped, then its pass and a wider verification): the run of plain steps goes on to ``probe_max``,
+counted across calls and, through the kept state, processes (:attr:`.costs.StepCosts.idle`), so the pair is re-tried
+after at most ``probe_max`` plain steps, never written off for good.
 
 **Samples.** A step's time is a sample for the cost fit unless it is a call's first step (it pays for the prefill's
 tail) or the ``unsettled`` count it was given grew during it (the CPU head still choosing a kernel for a size).
@@ -81,9 +89,12 @@ class AdaptiveLength:
         self.unsettled, self.settled_at = unsettled, unsettled()
         self.acceptance = Acceptance(rows, costs.acceptance_prior())
         self.costs = costs
-        self.interval = probe_interval(costs)
-        # plain steps in a row: the call's second plain step probes, later where the pair's acceptance is low
-        self.plain_run = TUNING.probe_after - 2
+        # the kept acceptance is a hint: until this process has checked it, the first call probes at its 2nd plain step
+        self.interval = TUNING.probe_after if costs.pool_unchecked else probe_interval(costs)
+        # plain steps in a row, from the call's first plain step (None before it): the call's second plain step probes,
+        # later where the pair's acceptance is low, and where the pair cannot pay the run goes on from where the last
+        # call (or process) left it
+        self.plain_run: int | None = None
         self.proposing = False  # whether the last step that could propose did: it goes on without the margin
 
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
@@ -100,15 +111,33 @@ class AdaptiveLength:
         margin = 0.0 if self.proposing else TUNING.gain_margin
         best, gain = self._best([self.acceptance.rate(i) for i in rows], reach, forwards_per_position, margin)
         if best or not max(reach, default=0):
-            self.plain_run = 0
+            self.plain_run = self.costs.idle = 0
             if best and not self._plain_priced(len(reach), gain):
                 return 0
             return best
+        if self.plain_run is None:
+            self.plain_run = (self.costs.idle if self.written_off(len(reach), forwards_per_position)
+                              else TUNING.probe_after - 2)
         self.plain_run += 1
+        self.costs.idle = self.plain_run
         if self.plain_run < self.interval:
             return 0
-        self.plain_run, self.interval = 0, probe_interval(self.costs)
+        if self.plain_run < TUNING.probe_max and self.written_off(len(reach), forwards_per_position):
+            return 0
+        self.plain_run, self.interval, self.costs.idle = 0, probe_interval(self.costs), 0
         return 1
+
+    def written_off(self, rows: int, forwards_per_position: int) -> bool:
+        """Whether no width can beat a plain step of ``rows`` rows even with every row accepting at the pair's pooled
+        acceptance plus ``TUNING.optimism_sd`` standard deviations (with nothing measured, at up to 1). Never while the
+        acceptance an earlier process kept is unchecked: a kept acceptance of 0 must not stop the probe that checks it."""
+        if self.costs.pool_unchecked:
+            return False
+        a, r = self.costs.pooled
+        mean = (a + 1.0) / (a + r + 2.0)
+        alpha = min(1.0, mean + TUNING.optimism_sd * (mean * (1.0 - mean) / (a + r + 3.0)) ** 0.5)
+        best, _ = self._best([alpha] * rows, [self.k_max] * rows, forwards_per_position, margin=0.0)
+        return best == 0
 
     def _plain_priced(self, live: int, gain: float) -> bool:
         """Whether a plain step of ``live`` rows is priced well enough to propose on: the fit for that size holds
@@ -149,7 +178,8 @@ class AdaptiveLength:
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:
         self.acceptance.observe(row, judged, kept)
-        self.costs.observe_acceptance(judged, kept)
+        if self.costs.observe_acceptance(judged, kept):  # the kept acceptance disagreed: the rows' prior with it
+            self.acceptance.prior = self.costs.acceptance_prior()
 
     def keep_rows(self, live: Sequence[int]) -> None:
         self.acceptance.keep_rows(live)
@@ -157,6 +187,11 @@ class AdaptiveLength:
     def finish(self) -> None:
         """The call is over: keep what it measured for later processes."""
         self.costs.save()
+
+    @property
+    def kept_state(self) -> str:
+        """What became of the step costs an earlier process kept (:data:`.costs.KEPT_STATES`)."""
+        return self.costs.kept
 
 
 class FixedLength:
@@ -176,3 +211,5 @@ class FixedLength:
 
     def finish(self) -> None:
         pass
+
+    kept_state = None  # a fixed k keeps nothing

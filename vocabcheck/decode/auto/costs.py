@@ -35,7 +35,7 @@ import math
 import weakref
 from collections.abc import Callable
 
-from ..cpu.measured import MachineStore
+from ..cpu.measured import MachineStore, debug_note
 from .tuning import TUNING
 
 
@@ -77,11 +77,23 @@ class LiveFit:
             return None
         if ([len(row) for row in xx] != [FEATURES] * FEATURES or len(xt) != FEATURES
                 or not all(math.isfinite(v) and abs(v) <= TUNING.kept_bound for v in [*xt, *(v for row in xx for v in row)])
-                or not TUNING.kept_unit_s[0] <= unit <= TUNING.kept_unit_s[1] or min(xx[i][i] for i in range(FEATURES)) < 0):
+                or not TUNING.kept_unit_s[0] <= unit <= TUNING.kept_unit_s[1] or not _measurable(xx, xt)):
             return None  # not something this machine could have measured: measured again instead
         fit = cls(rows)
         fit.xx, fit.xt, fit.unit = xx, xt, unit
         return fit
+
+
+def _measurable(xx: list[list[float]], xt: list[float]) -> bool:
+    """Whether decayed sums could come from measured steps: at most 1 / (1 - ``cost_memory``) steps' weight, as many
+    plain steps at most, no negative square, each cross sum within what its two squares allow (Cauchy–Schwarz), and
+    seconds under ``kept_unit_s``'s ten minutes a step."""
+    steps = xx[0][0]
+    return (0.0 <= xx[1][1] <= steps <= 1.0 / (1.0 - TUNING.cost_memory) + 1e-6
+            and all(xx[i][i] >= 0.0 for i in range(FEATURES))
+            and all(xx[i][j] ** 2 <= xx[i][i] * xx[j][j] * (1.0 + 1e-6) + 1e-12
+                    for i in range(FEATURES) for j in range(FEATURES))
+            and 0.0 <= xt[0] <= steps * TUNING.kept_unit_s[1] * 3.0)
 
 
 class StepCosts:
@@ -98,6 +110,15 @@ class StepCosts:
         self.fits: dict[int, LiveFit] = {}  # live rows → fit
         self.shapes: set[tuple[int, int, int]] = set()  # (live rows, draft forwards, slots) stepped in this process
         self.pooled = [0.0, 0.0]  # every row's accepted and rejected proposals so far, decayed (TUNING.pool_memory)
+        # what became of what an earlier process kept (..metrics.KEPT_STATES); which of it this process has not yet checked
+        # against its own steps: the sizes of batch whose kept fit has priced no measured step, and the kept acceptance
+        self.kept = "none"
+        self.unchecked: set[int] = set()
+        self.kept_pool: list[float] | None = None
+        self.fresh = [0.0, 0.0, 0]  # this process's accepted and rejected proposals and row verifications, undecayed
+        # plain steps in a row since the last proposing step, kept across calls and processes: a pair that cannot pay
+        # (AdaptiveLength.written_off) is re-tried after a bounded number of plain steps, not at every call's start
+        self.idle = 0
 
     @property
     def unit(self) -> float | None:
@@ -107,32 +128,63 @@ class StepCosts:
 
     def state(self) -> dict:
         return {"fits": {str(live): fit.state() for live, fit in self.fits.items() if fit.unit is not None},
-                "pooled": self.pooled}
+                "pooled": self.pooled, "idle": self.idle}
 
     def restore(self, state: object) -> bool:
-        """Start from what an earlier process on this machine measured (:meth:`state`, kept in :data:`STORE`);
-        anything else is ignored (False)."""
+        """Start from what an earlier process on this machine measured (:meth:`state`, kept in :data:`STORE`), as a
+        hint: each kept fit is checked against the first step it prices (:meth:`observe`) and the kept acceptance
+        against this process's verifications (:meth:`observe_acceptance`). Anything no process could have measured
+        is ignored (False)."""
         try:
             pooled = [float(v) for v in state["pooled"]]
             kept = state["fits"]
             fits = {int(live): LiveFit.restored(int(live), value) for live, value in kept.items()}
+            idle = state.get("idle")
         except (TypeError, KeyError, ValueError, AttributeError):
             return False
+        most = 1.0 / (1.0 - TUNING.pool_memory) + 1e-6  # decayed verifications, each adding at most k_max and 1
         if (len(pooled) != 2 or not all(math.isfinite(v) and v >= 0 for v in pooled) or None in fits.values()
-                or not all(0 < live <= self.rows for live in fits)):
+                or pooled[0] > most * self.k_max or pooled[1] > most
+                or not all(0 < live <= self.rows for live in fits)
+                or not (idle is None or (type(idle) is int and 0 <= idle <= TUNING.probe_max))):
             return False
-        self.fits, self.pooled = fits, pooled
+        self.fits, self.pooled, self.idle = fits, pooled, idle or 0
+        self.unchecked, self.kept_pool = set(fits), pooled[:]
         return True
 
     def save(self) -> None:
         if self.key is not None and self.unit is not None:
             STORE.put(self.key, self.state())
 
-    def observe_acceptance(self, judged: int, kept: int) -> None:
-        """One row's verification, pooled over rows and calls."""
-        if judged:
-            self.pooled = [self.pooled[0] * TUNING.pool_memory + kept,
-                           self.pooled[1] * TUNING.pool_memory + (1.0 if kept < judged else 0.0)]
+    def observe_acceptance(self, judged: int, kept: int) -> bool:
+        """One row's verification, pooled over rows and calls. The first ``TUNING.kept_check_rows`` of a process
+        check the kept acceptance: where they make it ``e^kept_llr`` times less likely than their own rate does
+        (:func:`log_likelihood`), the pooled counts restart from this process's (a kept acceptance of 0 for a good draft
+        is replaced at its first accepted probe). True where it replaced them."""
+        if not judged:
+            return False
+        rejected = 1.0 if kept < judged else 0.0
+        self.pooled = [self.pooled[0] * TUNING.pool_memory + kept, self.pooled[1] * TUNING.pool_memory + rejected]
+        fresh = self.fresh = [self.fresh[0] + kept, self.fresh[1] + rejected, self.fresh[2] + 1]
+        if self.kept_pool is None:
+            return False
+        if fresh[2] > TUNING.kept_check_rows:
+            self.kept_pool = None
+            return False
+        a, r = self.kept_pool
+        if (log_likelihood(fresh[0], fresh[1], (fresh[0] + 1) / (fresh[0] + fresh[1] + 2))
+                - log_likelihood(fresh[0], fresh[1], (a + 1) / (a + r + 2)) > TUNING.kept_llr):
+            debug_note(f"kept acceptance {(a + 1) / (a + r + 2):.2f} disagrees with this run's "
+                       f"{fresh[0]:.0f} accepted / {fresh[1]:.0f} rejected: replaced")
+            self.pooled, self.kept_pool, self.kept = fresh[:2], None, "replaced"
+            return True
+        return False
+
+    @property
+    def pool_unchecked(self) -> bool:
+        """Whether the pooled acceptance comes from an earlier process and no verification of this one has yet
+        checked it."""
+        return self.kept_pool is not None and self.fresh[2] == 0
 
     def acceptance_prior(self) -> tuple[float, float]:
         """A new row's prior: the pooled acceptance, weighing as much as Beta(1, 1) (Beta(1, 1) before any)."""
@@ -171,6 +223,13 @@ class StepCosts:
                 return
             weight = TUNING.first_weight
         fit = self._fit(live)
+        if live in self.unchecked:  # a kept fit's first priced step: kept only if it priced it within a factor
+            self.unchecked.discard(live)
+            predicted = self._seconds(draft, slots, live, catch_up)
+            if not 1.0 / TUNING.kept_disagree <= seconds / predicted <= TUNING.kept_disagree:
+                fit = self.fits[live] = LiveFit(live)
+                self.kept = "replaced"
+                debug_note(f"kept step costs of {live} rows priced a {seconds:.4g} s step at {predicted:.4g}: replaced")
         if fit.unit is None:
             fit.unit = seconds / self._prior(live, draft, slots)
         else:  # a step far slower than predicted (a kernel warming up, a busy machine) counts as three times the
@@ -241,21 +300,24 @@ class StepCosts:
         if fit is None or fit.unit is None:
             return self._prior(live, draft, slots)
         if fit.fit is None:
-            fit.fit = self._solve_or_prior(fit, live)
+            fit.fit = self._solve_or_restart(fit, live)
+            if fit.fit is None:
+                return self._prior(live, draft, slots)
         return max(sum(c * x for c, x in zip(fit.fit, features(live, draft, slots, catch_up))), 1e-3 * fit.unit)
 
-    def _solve_or_prior(self, fit: LiveFit, live: int) -> list[float]:
-        """The fit's coefficients, or the prior's where the normal equations cannot be solved to finite values
-        (a kept state no process measured): never a crash, and the next measured steps refit."""
+    def _solve_or_restart(self, fit: LiveFit, live: int) -> list[float] | None:
+        """The fit's coefficients; where the normal equations cannot be solved to finite values (a kept state no
+        process measured), None, and the fit starts over from the next measured step: never a crash, and never kept."""
         try:
             solved = self._solve(fit)
         except (ZeroDivisionError, OverflowError):
             solved = []
         if len(solved) == FEATURES and all(math.isfinite(v) for v in solved):
             return solved
-        unit = fit.unit if fit.unit and math.isfinite(fit.unit) else 1.0
-        return [unit * (1.0 - TUNING.slot_share), 0.0, unit * self.draft_share, unit * TUNING.slot_share / fit.rows,
-                unit * self.draft_share * TUNING.catch_up_share]
+        self.fits[live] = LiveFit(live)
+        self.unchecked.discard(live)
+        self.kept = "replaced"
+        return None
 
     def _solve(self, fit: LiveFit) -> list[float]:
         """The ridge solution: the measured steps' least squares, each coefficient held towards the prior's
@@ -312,8 +374,21 @@ def costs_for(target, draft, method: str, rows: int, k_max: int) -> StepCosts:
         costs = per_target[key] = StepCosts(draft_share(target, draft), rows, k_max,
                                             stored_key(target, draft, method, rows, k_max))
         if costs.key is not None:
-            costs.restore(STORE.get(costs.key))
+            aside = STORE.set_aside
+            kept = STORE.get(costs.key)
+            if kept is not None:
+                costs.kept = "used" if costs.restore(kept) else "discarded"
+                if costs.kept == "discarded":
+                    debug_note(f"kept step costs for {costs.key} discarded: not what a run could have measured")
+            elif STORE.set_aside > aside:
+                costs.kept = "discarded"
     return costs
+
+
+def log_likelihood(accepted: float, rejected: float, alpha: float) -> float:
+    """log P(verifications | α) under the geometric model: each accepted proposal α, each rejection (1 - α)."""
+    alpha = min(max(alpha, 1e-9), 1.0 - 1e-9)
+    return accepted * math.log(alpha) + rejected * math.log(1.0 - alpha)
 
 
 STORE = MachineStore("step-costs.json")

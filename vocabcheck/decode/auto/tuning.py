@@ -39,6 +39,12 @@ class Tuning:
     # kept state (costs.STORE) is a hint: what no machine could have measured is measured again
     kept_unit_s: tuple[float, float] = (1e-6, 600.0)  # a plain step between a microsecond and ten minutes
     kept_bound: float = 1e12  # sums no larger than a million steps of that could make
+    kept_disagree: float = 3.0  # a kept fit whose price of the first measured step is off by this factor is replaced
+    kept_llr: float = 3.0  # ... and kept acceptance this process's verifications make e^3 = 20 times less likely
+    kept_check_rows: int = 64  # row verifications of a process that check the kept acceptance
+
+    # a pair that cannot pay (controller.AdaptiveLength.written_off): no width beats a plain step even at this many
+    optimism_sd: float = 2.0  # standard deviations above the pair's pooled acceptance
 
 
 TUNING = Tuning()

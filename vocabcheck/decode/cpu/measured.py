@@ -33,6 +33,7 @@ class MachineStore:
 
     def __init__(self, name: str, keep: int = 256):
         self.name, self.keep = name, keep
+        self.set_aside = 0  # how many times this process set the file aside (its users say their state was discarded)
 
     def path(self) -> Path:
         return cache_root() / self.name
@@ -48,10 +49,12 @@ class MachineStore:
         except FileNotFoundError:
             return {}
         except (OSError, ValueError, RecursionError) as exc:  # a special file, too large, not JSON, too deep
+            self.set_aside += 1
             set_aside(path, _why(exc))
             return {}
         if (not isinstance(data, dict) or data.get("version") != self.version
                 or not isinstance(data.get("machines"), dict)):
+            self.set_aside += 1
             set_aside(path, "not a vocabcheck state file of this version")
             return {}
         return data
@@ -86,7 +89,6 @@ def set_aside(path: Path, why: str) -> None:
     """Rename an unusable kept file out of the way (what a user may want to look at stays on disk) so that it is
     rebuilt; a note on stderr under ``--debug``. A rename that fails leaves it, to be replaced by the next write."""
     import os
-    import sys
     import time
 
     aside = path.with_name(f"{path.name}.unusable-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -94,6 +96,14 @@ def set_aside(path: Path, why: str) -> None:
         os.replace(path, aside)
     except OSError:
         aside = None
+    where = f"; moved to {aside}" if aside else ""
+    debug_note(f"kept state {path} set aside: {why}{where}")
+
+
+def debug_note(message: str) -> None:
+    """A line on stderr about kept state, under ``--debug`` (or ``VOCABCHECK_DEBUG``) only."""
+    import os
+    import sys
+
     if os.environ.get("VOCABCHECK_DEBUG", "") not in ("", "0") or "--debug" in sys.argv:
-        where = f"; moved to {aside}" if aside else ""
-        print(f"debug: kept state {path} set aside: {why}{where}", file=sys.stderr)
+        print(f"debug: {message}", file=sys.stderr)
