@@ -64,8 +64,12 @@ def accepts_auto(target: str) -> bool:
     return done.returncode == 0
 
 
-def variants(auto: bool) -> list[tuple[str, str]]:
-    """(method, k): plain decoding once, the speculative methods at k = 4 and at auto."""
+def variants(auto: bool, chosen: str | None = None) -> list[tuple[str, str]]:
+    """(method, k): plain decoding once, the speculative methods at k = 4 and at auto; or ``chosen``, as
+    ``none,draft:auto,ngram:4``."""
+    if chosen:
+        picked = [(item.partition(":")[0], item.partition(":")[2]) for item in chosen.split(",")]
+        return [(method, "" if method == "none" else k or "4") for method, k in picked]
     ks = ["4"] + (["auto"] if auto else [])
     return [("none", "")] + [(method, k) for method in ("ngram", "draft") for k in ks]
 
@@ -80,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "bench-cold.md")
     parser.add_argument("--no-report", action="store_true")
+    parser.add_argument("--variants", help="which rows, as none,draft:auto,ngram:4 (default: none, and n-gram and "
+                                           "draft at k = 4 and auto)")
     parser.add_argument("--tuning", choices=("kept", "fresh", "both"), default="both",
                         help="the head's kernel timings: kept from an earlier process, fresh per run, or both")
     args = parser.parse_args(argv)
@@ -98,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         cells: dict[tuple[str, int, str, str], list[tuple[float, float, int]]] = {}
         commands: dict[tuple[str, int, str, str], list[str]] = {}
         tunings = ("kept", "fresh") if args.tuning == "both" else (args.tuning,)
-        order = [(t, b, m, k) for t in tunings for b in sizes for m, k in variants(auto)]
+        order = [(t, b, m, k) for t in tunings for b in sizes for m, k in variants(auto, args.variants)]
         kept = Path(scratch) / "kept-cache"
 
         def command_for(batch, method, k):

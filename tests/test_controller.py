@@ -353,23 +353,23 @@ def test_a_run_of_plain_steps_is_broken_by_a_probe_that_measures_what_proposing_
     assert controller.choose([0] * 4, forwards_per_position=1) == 0  # nothing to propose: no probe either
 
 
-def test_a_pair_that_cannot_pay_is_probed_every_probe_max_plain_steps_counted_across_calls():
+def test_a_pair_that_cannot_pay_is_probed_every_retry_after_plain_steps_counted_across_calls():
     # acceptance low and verification expensive: no width pays even at an optimistic acceptance, so a probe (the
-    # draft's catch-up, its pass and a wider verification) only costs; it comes every PROBE_MAX plain steps, and a
+    # draft's catch-up, its pass and a wider verification) only costs; it comes every RETRY plain steps, and a
     # call that ends in the middle of a run hands the count on to the next call instead of probing at its start
     from vocabcheck.decode.auto.tuning import TUNING
 
-    PROBE_MAX = TUNING.probe_max
+    RETRY = TUNING.retry_after
     costs = measured(draft_forward=0.004, plain=0.010, per_slot=0.002, rows=16)
     controller = AdaptiveLength(16, 8, costs)
     learnt(controller, 16, accepted=1, rejected=30)
     assert controller.written_off(16, forwards_per_position=1)
-    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 * PROBE_MAX)]
-    first = PROBE_MAX - 1  # not the call's second plain step: the pair has shown it cannot pay
-    assert [step for step, width in enumerate(widths) if width] == [first, first + PROBE_MAX]
-    calls = [AdaptiveLength(16, 8, costs) for _ in range(4)]  # calls of 40 steps each, one after the other
-    probes = [sum(1 for _ in range(40) if call.choose([8] * 16, forwards_per_position=1)) for call in calls]
-    assert probes == [0, 0, 0, 1]  # 160 steps: one probe, where the run carried across calls reached PROBE_MAX
+    widths = [controller.choose([8] * 16, forwards_per_position=1) for _ in range(2 * RETRY)]
+    first = RETRY - 1  # not the call's second plain step: the pair has shown it cannot pay
+    assert [step for step, width in enumerate(widths) if width] == [first, first + RETRY]
+    calls = [AdaptiveLength(16, 8, costs) for _ in range(4)]  # calls of RETRY / 4 + 8 steps, one after the other
+    probes = [sum(1 for _ in range(RETRY // 4 + 8) if call.choose([8] * 16, forwards_per_position=1)) for call in calls]
+    assert probes == [0, 0, 0, 1]  # one probe, where the run carried across calls reached RETRY
 
 
 def test_a_draft_that_costs_a_target_step_never_pays_for_probes_even_before_anything_is_measured():
@@ -384,6 +384,29 @@ def test_a_draft_that_costs_a_target_step_never_pays_for_probes_even_before_anyt
             widths.append(width)
             costs.observe(width, width + 1, 0.010 * (1.0 + share * width + 0.15 * width))
         assert any(widths) is proposes, share
+
+
+def test_a_kept_pair_that_cannot_pay_at_any_acceptance_is_not_probed_to_check_its_kept_acceptance():
+    # a new process checks the acceptance an earlier one kept with a probe at its second plain step (a kept 0 must not
+    # stop a good draft for good); where the kept costs say no width pays even if every proposal were accepted (a
+    # draft forward at 1.5 target steps), there is nothing for that probe to find, and the run goes on to PROBE_MAX
+    from vocabcheck.decode.auto.tuning import TUNING
+
+    for draft_forward, first in ((0.015, TUNING.retry_after - 1), (0.001, 0)):  # a cheap draft proposes at once
+        earlier = measured(draft_forward=draft_forward, plain=0.010, per_slot=0.0005, rows=1)
+        earlier.pooled = [40.0, 10.0]
+        costs = StepCosts(draft_share=0.1, rows=1, k_max=8)
+        assert costs.restore(json.loads(json.dumps(earlier.state())))
+        assert costs.pool_unchecked
+        controller = AdaptiveLength(1, 8, costs)
+        widths = []
+        for step in range(TUNING.retry_after):
+            width = controller.choose([8], forwards_per_position=1)
+            widths.append(width)
+            controller.observe_step(width, width + 1, None if step == 0 else 0.010 + (draft_forward + 0.0005) * width, 1)
+            if width:
+                break
+        assert [step for step, width in enumerate(widths) if width] == [first], draft_forward
 
 
 def test_a_later_call_starts_its_rows_from_what_earlier_calls_accepted():
@@ -473,6 +496,9 @@ def kept_fit(xt=(0, 0, 0, 0), unit=0.01, xx=None) -> dict:
     {"fits": {"0": kept_fit()}, "pooled": [0, 0]},  # no rows
     {"fits": {"64": kept_fit()}, "pooled": [0, 0]},  # larger than the batch
     {"fits": [kept_fit()], "pooled": [0, 0]},
+    {"fits": {"4": kept_fit()}, "pooled": [0, 0], "idle": -1},  # plain steps in a row: none can be negative,
+    {"fits": {"4": kept_fit()}, "pooled": [0, 0], "idle": 10**9},  # ... nor past the run that ends in a probe
+    {"fits": {"4": kept_fit()}, "pooled": [0, 0], "idle": 3.5},
     # what the previous release kept: one fit of three terms for every batch size
     {"xx": [[1, 0, 0], [0, 1, 0], [0, 0, 1]], "xt": [0, 0, 0], "unit": 0.01, "pooled": [0, 0]}])
 def test_a_kept_state_that_this_code_did_not_write_is_ignored(state):

@@ -36,14 +36,17 @@ def test_any_widths_and_auto_are_lossless_on_sliding_windows(layout_case, method
     assert 0 in varying_widths and max(varying_widths) > 1, "plain steps and catch-ups both ran"
     assert 0 < batched.metrics.accepted and batched.metrics.plain_steps > 0
     # the cost fit's catch-up: a draft owes one position per plain step since it proposed, beyond the one or two a
-    # proposing step leaves it (the target's token, and the last proposal where a row accepted them all); a lookup
-    # owes nothing
+    # proposing step leaves it (the target's token, and the last proposal where a row accepted them all), and its
+    # first proposing step of a call reads the prompt too (the draft's prefill waits for it); a lookup owes nothing
     caught_up = varying_widths.catch_ups
     if method == "draft":
-        assert all(max(0, plain - 1) <= catch_up <= plain for plain, catch_up in caught_up), caught_up
-        assert max(catch_up for _, catch_up in caught_up) >= 2, caught_up
+        later = [(plain, catch_up) for plain, catch_up, first in caught_up if not first]
+        assert all(max(0, plain - 1) <= catch_up <= plain for plain, catch_up in later), caught_up
+        assert max(catch_up for _, catch_up in later) >= 2, caught_up
+        shortest = min(len(p) for p in rows)
+        assert all(catch_up >= plain + shortest - 1 for plain, catch_up, first in caught_up if first), caught_up
     else:
-        assert caught_up and all(catch_up == 0 for _, catch_up in caught_up)
+        assert caught_up and all(catch_up == 0 for _, catch_up, _ in caught_up)
     monkeypatch.undo()  # the real controller, as `run` uses it
     auto = generate(target, rows, DecodeOptions(method=method, k="auto", max_new_tokens=40), **pair)
     assert outputs(auto) == expected and auto.metrics.k == "auto", (name, method)

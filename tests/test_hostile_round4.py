@@ -98,11 +98,13 @@ def test_kernel_choices_keep_only_buckets_that_are_numbers(cache, bucket):
 @pytest.mark.parametrize("value", [1e308, 1e30, 0.0, 1e-30])
 def test_kept_step_costs_no_machine_could_have_measured_are_measured_again(cli, cache, qwen_pair, value):
     """Costs and units of 1e308 once made every later run fail (ZeroDivisionError in the fit's solve); zero, huge
-    and tiny units are discarded; the run is lossless (its tokens equal plain decoding's) and rewrites the file."""
+    and tiny units are discarded (run's JSON says so); the run is lossless (its tokens equal plain decoding's) and
+    rewrites the file."""
     target = qwen_pair[0]
     plain = cli("run", target, "--method", "none", "--prompt", "def f(x): return f(x)", "--max-new-tokens", NEW,
                 "--device", "cpu", "--json")
     clean = run_auto(cli, target)
+    assert clean["metrics"]["kept_state"] == "none"  # a fresh cache: nothing kept yet
     state = json.loads((cache / "step-costs.json").read_text())
     for entries in state["machines"].values():
         for entry in entries.values():
@@ -112,12 +114,28 @@ def test_kept_step_costs_no_machine_could_have_measured_are_measured_again(cli, 
                 fit["xx"] = [[value] * len(row) for row in fit["xx"]]
     (cache / "step-costs.json").write_text(json.dumps(state))
     poisoned = run_auto(cli, target)
+    assert poisoned["metrics"]["kept_state"] in ("discarded", "replaced")  # run says it did not trust them
     expected = json.loads(plain[1])["sequences"][0]["token_ids"]
     assert poisoned["sequences"][0]["token_ids"] == clean["sequences"][0]["token_ids"] == expected
     for entries in json.loads((cache / "step-costs.json").read_text())["machines"].values():
         for entry in entries.values():
             for fit in entry["fits"].values():
                 assert 1e-6 <= fit["unit"] <= 600
+
+
+def test_run_says_when_it_started_from_kept_step_costs(cli, cache, qwen_pair):
+    """The second run of a pair on a machine starts from what the first kept, and says so in both views ("used",
+    or "replaced" where a busy machine made its first step three times dearer or cheaper than the kept fit priced
+    it: either way it read the kept entry, which a fresh or discarded one would not say)."""
+    target = qwen_pair[0]
+    assert run_auto(cli, target)["metrics"]["kept_state"] == "none"
+    assert run_auto(cli, target)["metrics"]["kept_state"] in ("used", "replaced")
+    code, out, err = cli("run", target, "--method", "ngram", "-k", "auto", "--prompt", "def f(x): return f(x)",
+                         "--max-new-tokens", NEW, "--device", "cpu")
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "kept step costs" in said
+    assert "used: started from what an earlier run kept" in said or "replaced: what was kept disagreed" in said
 
 
 # --- prompt files -------------------------------------------------------------------------------------------------

@@ -12,11 +12,11 @@ import pytest
 
 class Chosen(list):
     """The widths chosen, in order; ``catch_ups``: per proposing step observed, (plain steps chosen since the
-    controller last proposed, the catch-up the engine reported)."""
+    controller last proposed, the catch-up the engine reported, whether it was the call's first proposing step)."""
 
     def __init__(self):
         super().__init__()
-        self.catch_ups: list[tuple[int, int]] = []
+        self.catch_ups: list[tuple[int, int, bool]] = []
 
 
 class ScriptedWidths:
@@ -25,6 +25,7 @@ class ScriptedWidths:
         self.chosen = chosen
         self.plain_since = 0  # plain steps chosen since the last proposing one
         self.since_then = 0  # ... as it was when the step being observed was chosen
+        self.proposed = False  # whether a step of this call has proposed yet
 
     def choose(self, reach, forwards_per_position: int) -> int:
         most = max(reach, default=0)
@@ -36,7 +37,8 @@ class ScriptedWidths:
 
     def observe_step(self, draft: int, slots: int, seconds: float, live: int, catch_up: int = 0) -> None:
         if slots > live:
-            self.chosen.catch_ups.append((self.since_then, catch_up))
+            self.chosen.catch_ups.append((self.since_then, catch_up, not self.proposed))
+            self.proposed = True
 
     def observe_row(self, row: int, judged: int, kept: int) -> None:
         pass

@@ -214,9 +214,13 @@ class DraftProposer:
         self.pending_real: torch.Tensor | None = None  # which of them are real; None: all
 
     def prefill(self, start: Prefilled) -> None:
-        """The prompts through the draft; the first token is owed."""
-        self.state.forward(self.mapping.to_draft(start.ids), keep=1, real=start.real)
-        self.pending, self.pending_real = self.mapping.to_draft(start.first[:, None]), None
+        """The prompts and the first token are owed: the draft reads them in its first proposal pass, so a call
+        that never proposes (a pair ``-k auto`` has found cannot pay) never pays for the draft's prefill (on a pair
+        whose draft costs a target step, 2 % of a batch-1 call of 64 tokens per prompt)."""
+        first = self.mapping.to_draft(start.first[:, None])
+        self.pending = torch.cat([self.mapping.to_draft(start.ids), first], dim=1)
+        self.pending_real = None if start.real is None else torch.cat(
+            [start.real.bool(), torch.ones_like(first, dtype=torch.bool)], dim=1)
 
     def reach(self, limit: int) -> list[int]:
         return [limit] * self.state.real.shape[0]

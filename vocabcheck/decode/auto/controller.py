@@ -20,14 +20,16 @@ times its rate.
 **Probing.** A plain step measures neither what proposals earn nor what they cost, so the call's second plain step,
 and then every ``probe_after``-th plain step in a row, proposes one token per row. Where the pair's pooled acceptance
 is below 0.5 the run between probes (and before a new call's first probe) grows in proportion, up to ``probe_max``;
-a process's first call probes at its second plain step while the acceptance an earlier process kept is unchecked.
+a process's first call probes at its second plain step while the acceptance an earlier process kept is unchecked
+(unless the pair is written off at an acceptance of 1: then the probe has nothing to find).
 
 **A pair that cannot pay.** Where no width beats a plain step even if every row accepted at the pair's pooled
 acceptance plus ``optimism_sd`` standard deviations (:meth:`AdaptiveLength.written_off`: a draft whose forward costs
 about a target step cannot pay at any acceptance), a probe is not worth its price (the draft's catch-up on every
-position it skipped, then its pass and a wider verification): the run of plain steps goes on to ``probe_max``,
+position it skipped, then its pass and a wider verification): the run of plain steps goes on to ``retry_after``,
 counted across calls and, through the kept state, processes (:attr:`.costs.StepCosts.idle`), so the pair is re-tried
-after at most ``probe_max`` plain steps, never written off for good.
+after at most ``retry_after`` plain steps, never written off for good. The steps of such a run price nothing (the
+write-off holds until the probe, or until a kept fit it was found on is replaced).
 
 **Samples.** A step's time is a sample for the cost fit unless it is a call's first step (it pays for the prefill's
 tail) or the ``unsettled`` count it was given grew during it (the CPU head still choosing a kernel for a size).
@@ -96,6 +98,9 @@ class AdaptiveLength:
         # call (or process) left it
         self.plain_run: int | None = None
         self.proposing = False  # whether the last step that could propose did: it goes on without the margin
+        # this plain run was found written off: it steps plain to retry_after without pricing, unless the costs it was
+        # found on are replaced (a kept fit that disagreed with a measured step)
+        self.hopeless, self.hopeless_on = False, 0
 
     def choose(self, reach: Sequence[int], forwards_per_position: int) -> int:
         """The width W ≤ max(reach) with the most expected emitted tokens per second (the smallest on a tie); a
@@ -107,36 +112,45 @@ class AdaptiveLength:
         return width
 
     def _choice(self, reach: Sequence[int], forwards_per_position: int) -> int:
+        if (self.hopeless and self.hopeless_on == self.costs.replacements and self.plain_run is not None
+                and self.plain_run + 1 < TUNING.retry_after):
+            self.plain_run += 1  # written off: no width pays at any acceptance the pair may have (nothing to price)
+            self.costs.idle = self.plain_run
+            return 0
         rows = range(len(reach))
         margin = 0.0 if self.proposing else TUNING.gain_margin
-        best, gain = self._best([self.acceptance.rate(i) for i in rows], reach, forwards_per_position, margin)
+        rates = [self.acceptance.rate(i) for i in rows]
+        best, gain = self._best(rates, reach, forwards_per_position, margin)
         if best or not max(reach, default=0):
             self.plain_run = self.costs.idle = 0
+            self.hopeless = False
             if best and not self._plain_priced(len(reach), gain):
                 return 0
             return best
+        if self.plain_run is None or not self.hopeless or self.hopeless_on != self.costs.replacements:
+            self.hopeless = self.written_off(len(reach), forwards_per_position, max(rates, default=0.0))
+            self.hopeless_on = self.costs.replacements
         if self.plain_run is None:
-            self.plain_run = (self.costs.idle if self.written_off(len(reach), forwards_per_position)
-                              else TUNING.probe_after - 2)
+            self.plain_run = self.costs.idle if self.hopeless else TUNING.probe_after - 2
         self.plain_run += 1
         self.costs.idle = self.plain_run
-        if self.plain_run < self.interval:
+        if self.plain_run < self.interval or (self.hopeless and self.plain_run < TUNING.retry_after):
             return 0
-        if self.plain_run < TUNING.probe_max and self.written_off(len(reach), forwards_per_position):
-            return 0
-        self.plain_run, self.interval, self.costs.idle = 0, probe_interval(self.costs), 0
+        self.plain_run, self.interval, self.costs.idle, self.hopeless = 0, probe_interval(self.costs), 0, False
         return 1
 
-    def written_off(self, rows: int, forwards_per_position: int) -> bool:
+    def written_off(self, rows: int, forwards_per_position: int, rate: float = 0.0) -> bool:
         """Whether no width can beat a plain step of ``rows`` rows even with every row accepting at the pair's pooled
-        acceptance plus ``TUNING.optimism_sd`` standard deviations (with nothing measured, at up to 1). Never while the
-        acceptance an earlier process kept is unchecked: a kept acceptance of 0 must not stop the probe that checks it."""
-        if self.costs.pool_unchecked:
-            return False
+        acceptance plus ``TUNING.optimism_sd`` standard deviations (with nothing measured, at up to 1), or at ``rate``
+        (the best row's) where higher. While the acceptance an earlier process kept is unchecked, at 1: a kept
+        acceptance of 0 must not stop the probe that checks it, but where no acceptance could pay (a draft whose
+        forward costs a target step) there is nothing for a probe to find."""
         a, r = self.costs.pooled
         mean = (a + 1.0) / (a + r + 2.0)
         alpha = min(1.0, mean + TUNING.optimism_sd * (mean * (1.0 - mean) / (a + r + 3.0)) ** 0.5)
-        best, _ = self._best([alpha] * rows, [self.k_max] * rows, forwards_per_position, margin=0.0)
+        if self.costs.pool_unchecked:
+            alpha = 1.0
+        best, _ = self._best([max(alpha, rate)] * rows, [self.k_max] * rows, forwards_per_position, margin=0.0)
         return best == 0
 
     def _plain_priced(self, live: int, gain: float) -> bool:

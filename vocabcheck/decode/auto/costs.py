@@ -119,6 +119,7 @@ class StepCosts:
         # plain steps in a row since the last proposing step, kept across calls and processes: a pair that cannot pay
         # (AdaptiveLength.written_off) is re-tried after a bounded number of plain steps, not at every call's start
         self.idle = 0
+        self.replacements = 0  # kept fits and acceptance replaced so far: a choice made on them is made again
 
     @property
     def unit(self) -> float | None:
@@ -146,7 +147,7 @@ class StepCosts:
         if (len(pooled) != 2 or not all(math.isfinite(v) and v >= 0 for v in pooled) or None in fits.values()
                 or pooled[0] > most * self.k_max or pooled[1] > most
                 or not all(0 < live <= self.rows for live in fits)
-                or not (idle is None or (type(idle) is int and 0 <= idle <= TUNING.probe_max))):
+                or not (idle is None or (type(idle) is int and 0 <= idle <= TUNING.retry_after))):
             return False
         self.fits, self.pooled, self.idle = fits, pooled, idle or 0
         self.unchecked, self.kept_pool = set(fits), pooled[:]
@@ -177,6 +178,7 @@ class StepCosts:
             debug_note(f"kept acceptance {(a + 1) / (a + r + 2):.2f} disagrees with this run's "
                        f"{fresh[0]:.0f} accepted / {fresh[1]:.0f} rejected: replaced")
             self.pooled, self.kept_pool, self.kept = fresh[:2], None, "replaced"
+            self.replacements += 1
             return True
         return False
 
@@ -229,6 +231,7 @@ class StepCosts:
             if not 1.0 / TUNING.kept_disagree <= seconds / predicted <= TUNING.kept_disagree:
                 fit = self.fits[live] = LiveFit(live)
                 self.kept = "replaced"
+                self.replacements += 1
                 debug_note(f"kept step costs of {live} rows priced a {seconds:.4g} s step at {predicted:.4g}: replaced")
         if fit.unit is None:
             fit.unit = seconds / self._prior(live, draft, slots)
@@ -317,6 +320,7 @@ class StepCosts:
         self.fits[live] = LiveFit(live)
         self.unchecked.discard(live)
         self.kept = "replaced"
+        self.replacements += 1
         return None
 
     def _solve(self, fit: LiveFit) -> list[float]:
