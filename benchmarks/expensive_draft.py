@@ -2,7 +2,7 @@
 just pay, so `-k auto` must never lose to plain decoding.
 
     python -m benchmarks.expensive_draft /tmp/expensive            # writes /tmp/expensive/{target,draft}
-    python -m benchmarks.expensive_draft /tmp/expensive --noise 0.5 --check   # and prints the draft's acceptance
+    python -m benchmarks.expensive_draft /tmp/expensive --check   # and prints the draft's acceptance
 
 The target is the demo target's shape (Qwen2, 2 layers × hidden 256, the Qwen2.5 tokenizer, 152,064 untied rows)
 with seeded random weights; the draft is the same network with seeded Gaussian noise added to every weight (``noise``
@@ -77,7 +77,7 @@ def acceptance(target: Path, draft: Path, prompts: int = 8, tokens: int = 32) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("out", type=Path)
-    parser.add_argument("--noise", type=float, default=0.5)
+    parser.add_argument("--noise", type=float, default=0.02)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args()

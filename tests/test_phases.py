@@ -48,3 +48,23 @@ def test_a_first_phase_not_announced_is_said_only_by_the_heartbeat():
     lines = log.getvalue().splitlines()
     assert lines[0].startswith("vocabcheck: still loading the models (") and "vocabcheck: loading the models" not in lines
     assert lines[-1] == "vocabcheck: predicting: 1 of 2 passes done"
+
+
+def test_loading_off_a_terminal_is_silent_when_quick_and_beats_on_stderr_when_slow(monkeypatch):
+    """`run`, `bench` and the demo load their models under a progress line: nothing in a log if it ends at once
+    (a one-line error about the input stays one line), a heartbeat on stderr while it lasts."""
+    from vocabcheck.render import phases as phases_module
+    from vocabcheck.render.terminal import progress_line
+
+    quick = io.StringIO()
+    with progress_line(Console(file=quick, force_terminal=False, stderr=True), "loading the models"):
+        pass
+    assert quick.getvalue() == ""
+    monkeypatch.setattr(phases_module, "HEARTBEAT_S", 0.01)
+    log, stdout = io.StringIO(), io.StringIO()
+    beat = threading.Event()
+    monkeypatch.setattr("sys.stderr", log)
+    with progress_line(Console(file=stdout, force_terminal=False), "loading the target and the draft"):
+        while "still loading the target and the draft (" not in log.getvalue():  # on stderr, not the story's stdout
+            beat.wait(0.01)
+    assert stdout.getvalue() == ""

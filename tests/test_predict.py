@@ -218,3 +218,40 @@ def test_a_disturbed_cost_never_makes_a_useless_draft_pay():
         assert costs.speedup(1.0, k) < 1.0  # nothing accepted: never predicted to pay
         for accepted in (1.5, 2.0, 3.0):
             assert costs.speedup(accepted, k) <= accepted  # never more than the tokens a step yields
+
+
+def test_costs_measured_on_a_busy_machine_say_the_ranking_is_noise_in_every_view():
+    """Under load predict's best k and ranking changed between runs; where its timings were disturbed (other
+    processes busy, or forwards whose median is far from their fastest) it says the speedups are too noisy to rank
+    instead of ranking them with confidence. The acceptance, which timing does not touch, stands."""
+    from vocabcheck.predict import cost
+    from vocabcheck.predict.result import Candidate, Costs, KPrediction, Prediction, Counts
+    from vocabcheck.methods import Method
+    from vocabcheck.render import predict_report
+
+    assert cost._noise({1: [0.010, 0.0101, 0.0102], 3: [0.02, 0.02, 0.021]}, others=0.05) == ""
+    assert "other processes used 50% of the CPUs" in cost._noise({1: [0.01, 0.01, 0.01]}, others=0.5)
+    assert "median time was 1.50x its fastest" in cost._noise({1: [0.010, 0.015, 0.016]}, others=None)
+
+    def prediction(noise):
+        costs = Costs(target_step_s=0.010, draft_step_s=0.001, verify_s=((2, 0.012),), noise=noise)
+        row = KPrediction(Counts(k=1, steps=10, drafted=10, accepted=8), costs.speedup(1.8, 1))
+        return Prediction(target="t", candidates=(Candidate(draft="d", method=Method.DRAFT, greedy=(row,),
+                                                            costs=costs),),
+                          prompts=1, tokens=20, source="generated", k_values=(1,), temperatures=(), batch_size=1,
+                          device="cpu", dtype="float32", seconds=1.0)
+
+    quiet, busy = prediction(""), prediction("other processes used 50% of the CPUs while costs were measured")
+    assert quiet.noise == "" and predict_report.noise_line(quiet) is None
+    assert busy.noise == "other processes used 50% of the CPUs while costs were measured"
+    document = predict_report.predict_document(busy, command="vocabcheck predict t d")
+    jsonschema.validate(document, schema("predict-1"))
+    assert document["noise"] == busy.noise and document["drafts"][0]["cost_noise"] == busy.noise
+    assert predict_report.predict_document(quiet, command="x")["noise"] is None
+    assert "too noisy to rank" in predict_report.predict_markdown(busy, command="x")
+    from rich.console import Console
+    import io
+
+    log = io.StringIO()
+    predict_report.print_prediction(Console(file=log, width=80), busy)
+    assert "speedups too noisy to rank" in " ".join(log.getvalue().split())

@@ -1,7 +1,8 @@
 """The machine a measurement ran on, described one way for every report (``bench --report`` and ``benchmarks/``).
 
 Cores are the ones this process may run on (``os.sched_getaffinity``: a container or ``taskset`` limits them), not
-the machine's total: that is what a measurement could use. A leaf module: it imports nothing from vocabcheck.
+the machine's total: that is what a measurement could use. :class:`CpuSample` says how busy the machine was while
+something ran (other processes' share of its CPUs). A leaf module: it imports nothing from vocabcheck.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import functools
 import importlib.metadata
 import os
 import platform
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -51,3 +54,46 @@ def cache_root() -> Path:
         return Path(os.environ["VOCABCHECK_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "vocabcheck"
+
+
+BUSY_SHARE = 0.25  # other processes' share of the CPUs beyond which a timing is theirs as much as ours
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """The machine's busy CPU seconds (every process, and time a hypervisor took: ``steal``) and this process's own,
+    at one moment; ``busy`` is None where the system does not say (no ``/proc/stat``)."""
+
+    at: float
+    busy: float | None
+    own: float
+
+    @classmethod
+    def now(cls) -> "CpuSample":
+        return cls(time.monotonic(), _busy_seconds(), _own_seconds())
+
+    def others_share(self, since: "CpuSample") -> float | None:
+        """The share of this machine's CPUs that other processes (or the hypervisor) used between ``since`` and this
+        sample: 0 on an idle machine, 0.5 with one busy-looping process beside us on two cores. None where unknown."""
+        wall = self.at - since.at
+        if self.busy is None or since.busy is None or wall <= 0:
+            return None
+        others = (self.busy - since.busy) - (self.own - since.own)
+        return max(0.0, others / (wall * (os.cpu_count() or 1)))
+
+
+def _busy_seconds() -> float | None:
+    """Busy CPU seconds of the whole machine since boot, from ``/proc/stat``'s first line (user, nice, system, irq,
+    softirq and steal; idle and iowait left out); None where it cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as stat:
+            fields = stat.readline().split()
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+        return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+def _own_seconds() -> float:
+    times = os.times()
+    return times.user + times.system

@@ -73,6 +73,7 @@ class Cell:
     runs: list[Metrics] = field(default_factory=list)
     outputs: list[tuple[tuple[int, ...], ...]] = field(default_factory=list)
     phase_runs: list[Metrics] = field(default_factory=list)  # the separate timing pass, where there is one
+    others: list[float] = field(default_factory=list)  # per recorded run, other processes' share of the CPUs
     lossless: bool | None = None
     failed: str | None = None
 

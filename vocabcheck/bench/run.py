@@ -27,6 +27,7 @@ from dataclasses import replace
 from ..decode.metrics import Metrics
 from ..decode.session import Session
 from ..interrupts import Terminated, signal_of
+from ..machine import BUSY_SHARE, CpuSample
 from ..methods import Method
 from .peer import PeerRun, PeerVariant, generate_one, one_line, peer_variants
 from .plan import (
@@ -91,6 +92,7 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
         """Run one cell over every prompt (the first batch only for a warm-up); False when Ctrl-C stopped it.
         A partial run is not recorded; a peer that raises is marked failed."""
         todo = batches[cell.batch_size][:1] if first_only else batches[cell.batch_size]
+        before = CpuSample.now()
         if cell.key in peers:
             try:
                 run = _run_peer(session, peers[cell.key], todo, plan, tokens)
@@ -104,6 +106,9 @@ def run_bench(session: Session, prompts: Sequence[Sequence[int]], plan: BenchPla
         if record:
             cell.runs.append(run[0])
             cell.outputs.append(run[1])
+            share = CpuSample.now().others_share(before)
+            if share is not None:
+                cell.others.append(share)
         return True
 
     schedule = [(cell, min(8, plan.max_new_tokens), False, "warm-up") for _ in range(plan.warmup) for cell in order]
@@ -236,16 +241,20 @@ ABOVE_IDEAL = 1.02  # an efficiency above the ideal (with rounding room) means t
 
 
 def _row(cell: Cell, base: Cell | None) -> Row:
-    return _noise(_measured_row(cell, base), len(cell.runs))
+    return _noise(_measured_row(cell, base), len(cell.runs), max(cell.others, default=0.0))
 
 
-def _noise(row: Row, repeats: int) -> Row:
+def _noise(row: Row, repeats: int, others: float = 0.0) -> Row:
     """The row with the reasons its figures cannot be right, where they cannot: a TPOT that varied beyond
-    ``NOISY_SPREAD`` across repeats, or an efficiency above the ideal speedup (more than a step can yield)."""
+    ``NOISY_SPREAD`` across repeats, other processes using more than ``BUSY_SHARE`` of the machine's CPUs during a
+    repeat (:class:`vocabcheck.machine.CpuSample`: what tells a single repeat on a busy machine), or an efficiency
+    above the ideal speedup (more than a step can yield)."""
     reasons = []
     low, high = row.tpot_spread_ms
     if repeats >= 2 and low > 0 and high / low > NOISY_SPREAD:
         reasons.append(f"TPOT varied {high / low:.2f}x across repeats")
+    if others > BUSY_SHARE:
+        reasons.append(f"other processes used {others:.0%} of the CPUs while it ran")
     if row.efficiency is not None and row.efficiency > ABOVE_IDEAL:
         reasons.append(f"speedup {row.efficiency:.2f}x the ideal, more than speculation can give: the machine was "
                        "busy while it or the baseline ran")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -85,8 +86,9 @@ def run(
             result = session.generate(prompts, options, chat=chat, batch_size=batch_size,
                                       on_tokens=printer.on_tokens if printer else None)
     else:
-        result = session.generate(prompts, options, chat=chat, batch_size=batch_size,
-                                  on_tokens=printer.on_tokens if printer else None)
+        with contextlib.nullcontext() if printer else terminal.progress_line(err, "generating"):
+            result = session.generate(prompts, options, chat=chat, batch_size=batch_size,
+                                      on_tokens=printer.on_tokens if printer else None)
     if json_out:
         emit_json(data.run_document(session, result, sampling=options.sampling, seed=options.seed, options=options))
     else:

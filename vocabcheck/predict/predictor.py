@@ -84,6 +84,7 @@ class _Context:
     target_step_s: float
     verify_s: tuple
     say: Progress
+    noise: str = ""  # why the target's costs cannot be trusted
 
 
 def _timing_context(greedy: continuations.Continuations) -> tuple[int, ...]:
@@ -155,11 +156,11 @@ def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say
 def _context(request: PredictRequest, session: Session, greedy: continuations.Continuations,
              sampled: Sequence[continuations.Continuations], say: Progress) -> _Context:
     """What every candidate is predicted over, the target's costs measured (where asked for)."""
-    step, verify = 0.0, ()
+    step, verify, noise = 0.0, (), ""
     if request.measure_costs:
-        step, verify = cost.target_costs(session.target_model, _timing_context(greedy), request.batch_size,
-                                         request.k_values, session.device)
-    return _Context(request, session, greedy, tuple(sampled), step, verify, say)
+        step, verify, noise = cost.target_costs(session.target_model, _timing_context(greedy), request.batch_size,
+                                                request.k_values, session.device)
+    return _Context(request, session, greedy, tuple(sampled), step, verify, say, noise)
 
 
 def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None) -> tuple[KPrediction, ...]:
@@ -173,7 +174,7 @@ def _ngram(context: _Context) -> Candidate:
     chains, budgets = context.greedy.chains, context.greedy.budgets
     proposals = [ngram_proposals(c, options.ngram_min, options.ngram_max, request.k_max) for c in chains]
     runs = [ngram_runs(c, p, b) for c, p, b in zip(chains, proposals, budgets)]
-    costs = Costs(context.target_step_s, 0.0, context.verify_s)
+    costs = Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise)
     greedy = _predictions(context, [greedy_counts(runs, k, request.batch_size) for k in request.k_values], costs)
     context.say("n-gram lookup, greedy")
     sampled = []
@@ -230,7 +231,7 @@ def _loaded_draft(context: _Context, session: Session, draft: str) -> Candidate:
     costs = None
     if request.measure_costs:
         costs = cost.draft_costs(model, to_input, _timing_context(context.greedy), request.batch_size, device,
-                                 context.target_step_s, context.verify_s)
+                                 context.target_step_s, context.verify_s, context.noise)
     context.say(f"{draft}: costs")
     sampled = [(t, _predictions(context, counts, costs)) for t, counts in sampled]
     return Candidate(draft=draft, method=Method.DRAFT, translated=session.translator is not None,

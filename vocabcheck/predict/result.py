@@ -53,6 +53,7 @@ class Costs:
     target_step_s: float
     draft_step_s: float
     verify_s: tuple[tuple[int, float], ...]  # (width, seconds)
+    noise: str = ""  # why these timings cannot be trusted (predict/cost.py), "" where nothing says so
 
     @property
     def cost_ratio(self) -> float:
@@ -115,3 +116,10 @@ class Prediction:
     device: str
     dtype: str
     seconds: float
+
+    @property
+    def noise(self) -> str:
+        """Why the predicted speedups cannot be ranked ("" where nothing says so): the costs' noise, each reason
+        once. Acceptance does not depend on timing and stands either way."""
+        reasons = (c.costs.noise for c in self.candidates if c.costs is not None and c.costs.noise)
+        return "; ".join(dict.fromkeys(r for reason in reasons for r in reason.split("; ")))

@@ -92,8 +92,19 @@ def _cell(p: KPrediction) -> str:
     return f"{_speedup(p.speedup)} ({p.counts.mean_accepted_length:.2f})"
 
 
+def noise_line(prediction: Prediction) -> str | None:
+    """What the views say where the costs were measured on a disturbed machine: the speedups (and so the ranking
+    and best k) are not a result; the acceptance is."""
+    if not prediction.noise:
+        return None
+    return (f"speedups too noisy to rank ({prediction.noise}): the acceptance stands; measure the costs again on a "
+            "quieter machine")
+
+
 def print_prediction(out: Console, prediction: Prediction) -> None:
     print_table(out, ranked_table(prediction))
+    if noise_line(prediction):
+        out.print(Text(printable(noise_line(prediction)), style="yellow"))
     print_table(out, k_table(prediction))
     for temperature in prediction.temperatures:
         print_table(out, k_table(prediction, temperature))
@@ -116,6 +127,7 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
             "method": candidate.method, "translated": candidate.translated, "refused": candidate.refused,
             "best_k": candidate.best.k if candidate.best else None,
             "cost_ratio": costs.cost_ratio if costs else None,
+            "cost_noise": (costs.noise or None) if costs else None,
             "draft_step_ms": 1000 * costs.draft_step_s if costs else None,
             "target_step_ms": 1000 * costs.target_step_s if costs else None,
             "verify_cost": {str(k): costs.verify_cost(k) for k in (p.k for p in candidate.greedy)} if costs else {},
@@ -140,6 +152,7 @@ def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
         "k_values": list(prediction.k_values),
         "temperatures": list(prediction.temperatures),
         "seconds": prediction.seconds,
+        "noise": prediction.noise or None,
         "drafts": [candidate_document(c, r) for r, c in ranked if c.method.needs_draft],
         "ngram": ngram,
     }
@@ -147,7 +160,9 @@ def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
 
 def predict_markdown(prediction: Prediction, *, command: str) -> str:
     lines = ["# vocabcheck predict", "", f"- target: `{escape(prediction.target)}`", f"- {_settings(prediction)}",
-             f"- command: `{escape(command)}`", "", "## Ranking (greedy)", "",
+             f"- command: `{escape(command)}`",
+             *([f"- **{escape(noise_line(prediction))}**"] if noise_line(prediction) else []),
+             "", "## Ranking (greedy)", "",
              "| rank | candidate | best k | acceptance | mean accepted length | accepted tokens | predicted speedup |",
              "|---|---|---|---|---|---|---|"]
     for rank, candidate in enumerate(prediction.candidates, start=1):

@@ -133,9 +133,16 @@ def print_command(out: Console, command: str) -> None:
 
 
 def progress_line(out: Console, message: str):
-    """A status line on a terminal while something slow runs (loading models); nothing where ``out`` is not a
-    terminal (a file, a pipe, a CI log), so that output stays what the command prints."""
-    return out.status(message) if out.is_terminal else contextlib.nullcontext()
+    """A status line on a terminal while something slow runs (loading models). Where ``out`` is not a terminal (a
+    file, a pipe, a CI log), nothing if it ends within :data:`.phases.HEARTBEAT_S`, else a heartbeat line on stderr
+    every :data:`.phases.HEARTBEAT_S` seconds (``vocabcheck: still loading the models (20 s)``), so that output stays
+    what the command prints and a one-line error found while loading stays one line."""
+    if out.is_terminal:
+        return out.status(message)
+    from . import phases
+
+    return phases.phases(out if out.stderr else console(stderr=True), message, heartbeat_s=phases.HEARTBEAT_S,
+                         announce=False)
 
 
 def discard_output(stream) -> None:

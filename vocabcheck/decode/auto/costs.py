@@ -62,7 +62,8 @@ class LiveFit:
         self.xx = [[0.0] * FEATURES for _ in range(FEATURES)]
         self.xt = [0.0] * FEATURES
         self.unit: float | None = None
-        self.fit: list[float] | None = None
+        self.fit: list[float] | None = None  # the coefficients, solved for the sums as they are (None: not yet)
+        self.solved: list[float] | None = None  # the last coefficients solved, perhaps a few steps old
 
     def state(self) -> dict:
         return {"xx": self.xx, "xt": self.xt, "unit": self.unit}
@@ -218,6 +219,11 @@ class StepCosts:
         out, the widths a fresh process tries first went unmeasured while the controller widened them on the prior's
         prices)."""
         live = self.rows if live is None else live
+        if catch_up > TUNING.catch_up_fit_max:
+            # after a long run of plain steps, or a call's first proposal (the draft reads the prompt then): one long
+            # forward, which the linear catch-up term prices badly; fitted, a written-off pair's probe after 500 plain
+            # steps made its draft forward look cheap, and the pair was probed every 16 steps until it looked dear again
+            return
         weight = 1.0
         if (live, draft, slots) not in self.shapes:  # a shape's first step in a process pays its one-time costs
             self.shapes.add((live, draft, slots))
@@ -236,7 +242,8 @@ class StepCosts:
         if fit.unit is None:
             fit.unit = seconds / self._prior(live, draft, slots)
         else:  # a step far slower than predicted (a kernel warming up, a busy machine) counts as three times the
-            seconds = min(seconds, 3.0 * self._seconds(draft, slots, live, catch_up))  # prediction at most
+            # prediction at most (the last coefficients solved will do: no solve per step where nothing is priced)
+            seconds = min(seconds, 3.0 * self._seconds(draft, slots, live, catch_up, recent=True))
         x = features(live, draft, slots, catch_up)
         for i in range(FEATURES):
             fit.xt[i] = fit.xt[i] * TUNING.cost_memory + weight * x[i] * seconds
@@ -298,15 +305,17 @@ class StepCosts:
 
         return priced
 
-    def _seconds(self, draft: int, slots: int, live: int, catch_up: int = 0) -> float:
+    def _seconds(self, draft: int, slots: int, live: int, catch_up: int = 0, recent: bool = False) -> float:
+        """``recent``: the last coefficients solved may be a few steps old."""
         fit = self.fits.get(live)
         if fit is None or fit.unit is None:
             return self._prior(live, draft, slots)
-        if fit.fit is None:
-            fit.fit = self._solve_or_restart(fit, live)
-            if fit.fit is None:
+        coefficients = fit.fit if fit.fit is not None or not recent else fit.solved
+        if coefficients is None:
+            coefficients = fit.fit = fit.solved = self._solve_or_restart(fit, live)
+            if coefficients is None:
                 return self._prior(live, draft, slots)
-        return max(sum(c * x for c, x in zip(fit.fit, features(live, draft, slots, catch_up))), 1e-3 * fit.unit)
+        return max(sum(c * x for c, x in zip(coefficients, features(live, draft, slots, catch_up))), 1e-3 * fit.unit)
 
     def _solve_or_restart(self, fit: LiveFit, live: int) -> list[float] | None:
         """The fit's coefficients; where the normal equations cannot be solved to finite values (a kept state no

@@ -32,6 +32,7 @@ class Tuning:
     slot_share: float = 0.15  # prior: one more verified slot per row costs this share of a plain step
     catch_up_share: float = 0.25  # prior: a position a draft catches up on costs this share of a draft forward
     catch_up_scale: int = 16  # the catch-up of a typical probe (the ridge's scale for its coefficient)
+    catch_up_fit_max: int = 64  # a step whose draft caught up on more positions is no sample for the fit
     plain_min: float = 0.3  # a step is plain while the fit holds fewer (decayed) plain steps of its size of batch
     donor_plain: float = 0.1  # (decayed) plain steps a fit needs to price other sizes of batch
     donor_proposing: float = 1.0  # ... and proposing steps
