@@ -87,14 +87,15 @@ def test_compare_shows_both_models_by_their_tails_and_folds_no_word(cache_pair, 
     assert (document["target"]["spec"], document["draft"]["spec"]) == (str(target), str(draft)), out
 
 
-def test_run_metrics_read_at_80_columns(cache_pair, tmp_path):
+@pytest.mark.parametrize("k", ["2", "auto"])  # auto adds the kept step costs' row
+def test_run_metrics_read_at_80_columns(cache_pair, tmp_path, k):
     target, draft, _ = cache_pair
     code, out, err = run_to_files(tmp_path, "run", target, draft, "--prompt", "def f(x):", "--max-new-tokens", 4,
-                                  "-k", 2)
+                                  "-k", k)
     assert code == 0, err
     assert "Speculative decoding" in out, out
     assert_reads_at_80(without_text(out), err)
-    has_whole(out, "time per output token", "acceptance rate")
+    has_whole(out, "time per output token", "acceptance rate", *(["kept step costs"] if k == "auto" else []))
 
 
 def test_bench_reads_at_80_columns_and_its_progress_is_on_stderr(cache_pair, tmp_path):

@@ -23,7 +23,7 @@ class Tuning:
     plain_sure: float = 1.5  # a width promising this many times a plain step's rate needs no fresh plain step
     probe_after: int = 16  # plain steps in a row after which one step proposes one token per row
     probe_max: int = 128  # ... at most, where the pair's pooled acceptance is low
-    retry_after: int = 512  # plain steps in a row before a pair that cannot pay (written off) is probed again
+    retry_after: int = 2048  # plain steps in a row before a pair that cannot pay (written off) is probed again
 
     # the cost fit (costs.StepCosts): least squares per number of live rows, held to a prior by a ridge
     cost_memory: float = 0.95  # weight kept per step by the older step times
