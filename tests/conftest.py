@@ -72,13 +72,15 @@ def _offline(tmp_path_factory):
     """No test may reach the network or the user's caches."""
     home = tmp_path_factory.mktemp("hf-home")
     saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "HF_HOME", "VOCABCHECK_CACHE", "HF_ENDPOINT",
-                                            "TRANSFORMERS_VERBOSITY", "VOCABCHECK_DEBUG")}
+                                            "TRANSFORMERS_VERBOSITY", "VOCABCHECK_DEBUG", "VOCABCHECK_HEARTBEAT_S")}
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_HOME"] = str(home)
     os.environ["VOCABCHECK_CACHE"] = str(tmp_path_factory.mktemp("vocabcheck-cache"))
     os.environ["TRANSFORMERS_VERBOSITY"] = "error"
     os.environ.pop("HF_ENDPOINT", None)
     os.environ.pop("VOCABCHECK_DEBUG", None)  # the tests check the one-line errors users get without it
+    # no "still …" progress line in any test's stderr however slow the machine (tests of the heartbeat set their own)
+    os.environ["VOCABCHECK_HEARTBEAT_S"] = "86400"
     yield
     for key, value in saved.items():
         if value is None:

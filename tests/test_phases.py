@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import threading
 
+import pytest
+
 from rich.console import Console
 
 from vocabcheck.render.phases import phases
@@ -53,14 +55,13 @@ def test_a_first_phase_not_announced_is_said_only_by_the_heartbeat():
 def test_loading_off_a_terminal_is_silent_when_quick_and_beats_on_stderr_when_slow(monkeypatch):
     """`run`, `bench` and the demo load their models under a progress line: nothing in a log if it ends at once
     (a one-line error about the input stays one line), a heartbeat on stderr while it lasts."""
-    from vocabcheck.render import phases as phases_module
     from vocabcheck.render.terminal import progress_line
 
     quick = io.StringIO()
     with progress_line(Console(file=quick, force_terminal=False, stderr=True), "loading the models"):
         pass
     assert quick.getvalue() == ""
-    monkeypatch.setattr(phases_module, "HEARTBEAT_S", 0.01)
+    monkeypatch.setenv("VOCABCHECK_HEARTBEAT_S", "0.01")  # the suite's own setting is a day
     log, stdout = io.StringIO(), io.StringIO()
     beat = threading.Event()
     monkeypatch.setattr("sys.stderr", log)
@@ -68,3 +69,12 @@ def test_loading_off_a_terminal_is_silent_when_quick_and_beats_on_stderr_when_sl
         while "still loading the target and the draft (" not in log.getvalue():  # on stderr, not the story's stdout
             beat.wait(0.01)
     assert stdout.getvalue() == ""
+
+
+@pytest.mark.parametrize("value, seconds", [("2.5", 2.5), ("", 10.0), ("0", 10.0), ("-3", 10.0), ("nan", 10.0),
+                                            ("inf", 10.0), ("soon", 10.0)])
+def test_the_heartbeat_interval_is_a_positive_number_of_seconds_or_the_default(monkeypatch, value, seconds):
+    from vocabcheck.render.phases import heartbeat_seconds
+
+    monkeypatch.setenv("VOCABCHECK_HEARTBEAT_S", value)
+    assert heartbeat_seconds() == seconds

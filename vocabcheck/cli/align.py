@@ -41,12 +41,14 @@ def align(
 
     serve = ServeOptions(num_speculative_tokens, tensor_parallel_size, draft_tensor_parallel_size)
     try:
-        result = align_draft(target, draft, out, force=force, probe=not no_probe, serve=serve)
+        with terminal.progress_line(terminal.console(stderr=True), "comparing the pair and writing the aligned draft"):
+            result = align_draft(target, draft, out, force=force, probe=not no_probe, serve=serve)
     except IncompatiblePair as refused:  # exit code 1; --json still says why
         if json_out:
             emit_json(align_report.refusal_document(refused.comparison, out))
         raise
-    result = validated(result)  # by vLLM's own SpeculativeConfig, where vLLM is installed
+    with terminal.progress_line(terminal.console(stderr=True), "checking the draft with vLLM's own validator"):
+        result = validated(result)  # by vLLM's own SpeculativeConfig, where vLLM is installed
     if json_out:
         emit_json(align_report.align_document(result))
     else:

@@ -29,7 +29,8 @@ def compare(
     import vocabcheck
     from ..render import data, markdown as md, terminal
 
-    comparison = vocabcheck.compare(target, draft, probe=not no_probe)
+    with terminal.progress_line(terminal.console(stderr=True), "comparing the pair"):  # a hub pair may take a while
+        comparison = vocabcheck.compare(target, draft, probe=not no_probe)
     document = data.compare_document(comparison, strict=strict)
     write_outputs({json_file: lambda: data.dumps(document),
                    markdown: lambda: md.comparison_markdown(comparison, strict=strict)})

@@ -3,11 +3,15 @@
 On a terminal a status line is redrawn in place. Anywhere else (a file, a pipe, a CI log) each phase is one line,
 ``vocabcheck: <phase>``, and a phase that lasts longer than :data:`HEARTBEAT_S` gets a line every
 :data:`HEARTBEAT_S` seconds saying it is still running and for how long, so that no phase is silent for long.
+``VOCABCHECK_HEARTBEAT_S`` sets another interval (a positive number of seconds; the test suite sets a day, so that
+no test's stderr depends on how fast the machine is).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -19,11 +23,22 @@ from ..text import printable
 HEARTBEAT_S = 10.0
 
 
+def heartbeat_seconds() -> float:
+    """:data:`HEARTBEAT_S`, or ``VOCABCHECK_HEARTBEAT_S`` where that is a positive number of seconds."""
+    try:
+        seconds = float(os.environ.get("VOCABCHECK_HEARTBEAT_S") or HEARTBEAT_S)
+    except ValueError:
+        return HEARTBEAT_S
+    return seconds if math.isfinite(seconds) and seconds > 0 else HEARTBEAT_S
+
+
 @contextlib.contextmanager
-def phases(err: Console, first: str, *, heartbeat_s: float = HEARTBEAT_S,
+def phases(err: Console, first: str, *, heartbeat_s: float | None = None,
            announce: bool = True) -> Iterator[Callable[[str], None]]:
     """Yield ``say(phase)``; ``first`` is said at once, or (``announce=False``: a command whose first phase may end at
-    once in a one-line error about its input) only by the heartbeat, if it lasts that long."""
+    once in a one-line error about its input) only by the heartbeat, if it lasts that long. ``heartbeat_s``: the
+    interval (default :func:`heartbeat_seconds`)."""
+    heartbeat_s = heartbeat_s if heartbeat_s is not None else heartbeat_seconds()
     if err.is_terminal:
         with err.status(first) as status:
             yield status.update

@@ -141,8 +141,7 @@ def progress_line(out: Console, message: str):
         return out.status(message)
     from . import phases
 
-    return phases.phases(out if out.stderr else console(stderr=True), message, heartbeat_s=phases.HEARTBEAT_S,
-                         announce=False)
+    return phases.phases(out if out.stderr else console(stderr=True), message, announce=False)
 
 
 def discard_output(stream) -> None:
