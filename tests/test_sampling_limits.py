@@ -116,14 +116,26 @@ def test_a_draft_with_nan_logits_is_refused_by_the_library(sampling):
                          num_attention_heads=4, num_key_value_heads=2)
     torch.manual_seed(7)
     target, draft = LlamaForCausalLM(config).eval(), LlamaForCausalLM(config).eval()
-    _not_finite_head(draft)
+    # -k auto runs a draft that can pay: one far smaller than its target (a draft as large as its target is never run
+    # by auto, below, so there is nothing to refuse)
+    small = LlamaForCausalLM(LlamaConfig(vocab_size=rows, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1)).eval()
+    for model in (draft, small):
+        _not_finite_head(model)
     same = Alignment(target_rows=rows, draft_rows=rows, target_input_rows=rows, draft_input_rows=rows,
                      rows_source="tensors", shared_ids=rows, shared_ranges=((0, rows),), mapping="same",
                      draft_substitute_id=0, renamed_ids=())
-    for k in (1, 3, "auto"):
+    prompts = [[1, 2, 3], [4, 5]]
+    # auto proposes once it has priced a plain step (a few plain steps, counted, not timed): 32 tokens leave room
+    for k, proposer, tokens in ((1, draft, 8), (3, draft, 8), ("auto", small, 32)):
         with pytest.raises(UnsupportedModel, match=r"^the draft model's next-token probabilities are not finite"):
-            generate(target, [[1, 2, 3], [4, 5]], DecodeOptions(k=k, max_new_tokens=8, sampling=sampling),
-                     draft=draft, alignment=same)
+            generate(target, prompts, DecodeOptions(k=k, max_new_tokens=tokens, sampling=sampling), draft=proposer,
+                     alignment=same)
+    if sampling.greedy:  # the draft auto never runs: the target's own output, nothing refused
+        plain = generate(target, prompts, DecodeOptions(method="none", max_new_tokens=8))
+        auto = generate(target, prompts, DecodeOptions(k="auto", max_new_tokens=8), draft=draft, alignment=same)
+        assert [s.token_ids for s in auto.sequences] == [s.token_ids for s in plain.sequences]
+        assert auto.metrics.drafted == 0
 
 
 @pytest.mark.parametrize("temperature", ["0", "0.8"])
