@@ -8,7 +8,7 @@ tokens.
 
     python benchmarks/translated_pair.py          # prints the target and the translated draft's directories
 
-The draft is written once, next to the demo pair (``~/.cache/vocabcheck/demo-v4`` or ``$VOCABCHECK_CACHE``).
+The draft is written once, next to the demo pair (``~/.cache/vocabcheck/demo-v5`` or ``$VOCABCHECK_CACHE``).
 """
 
 from __future__ import annotations

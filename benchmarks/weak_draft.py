@@ -2,7 +2,7 @@
 random) weights, written as a model directory so that `vocabcheck bench` and `run` can use it like any other.
 
     python -m benchmarks.weak_draft /tmp/weak-draft
-    vocabcheck bench ~/.cache/vocabcheck/demo-v4/qwen2.5-shaped-target /tmp/weak-draft -k 1,4,auto ...
+    vocabcheck bench ~/.cache/vocabcheck/demo-v5/qwen2.5-shaped-target /tmp/weak-draft -k 1,4,auto ...
 
 It is what `-k auto` is held against in reports/bench-auto/: with acceptance near zero, speculation can only cost,
 so `auto` must stay within a few percent of no speculation.

@@ -229,7 +229,8 @@ def test_demo_tells_the_whole_story_at_a_tiny_size(capsys, monkeypatch, tmp_path
     # copy-pasteable at 80 columns (COLUMNS below): every command of "Try it yourself" on one line, with both paths
     commands = [line for line in out[out.index("Try it yourself"):].splitlines()[1:] if line.strip()]
     assert [line.split()[:2] for line in commands] == [["vocabcheck", verb] for verb in
-                                                      ("compare", "run", "bench", "align")], out
+                                                      ("compare", "run", "run", "bench", "align")], out
+    assert commands[2].endswith("--engine vllm"), out  # the same pair on vLLM, for a user who has it
     assert all(str(built.target) in line and str(built.draft) in line for line in commands), out
     recipe = json.loads((built.target.parent / demo_pair_module.RECIPE_FILE).read_text())
     assert recipe["target"]["rows"] == 152064 and recipe["draft"]["rows"] == 151936

@@ -164,3 +164,40 @@ def test_bench_puts_vllm_s_rows_beside_vocabcheck_s_with_the_same_greedy_tokens(
         assert row["tpot_ratio"] == pytest.approx(row["vllm"]["tpot_ms"] / row["vocabcheck"]["tpot_ms"])
     assert rows[("draft", 2)]["vllm"]["mean_accepted_length"] > 1.0  # the draft proposed and was accepted
     assert "no vLLM row for -k auto" in document["vllm_note"]
+
+
+@pytest.mark.parametrize("role", ["target", "draft"])
+def test_the_demo_pair_has_head_sizes_vllm_s_cpu_attention_runs(role):
+    """`vocabcheck demo`'s pair is one a user can serve on vLLM's CPU build (`run --engine vllm`): vLLM's Qwen2 takes
+    its head size as hidden_size // num_attention_heads (it reads no head_dim), and its CPU attention backend says which
+    sizes it runs (the demo draft's 16 of demo-v4 failed at vLLM's first step)."""
+    from vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend
+
+    from vocabcheck.demo.pair import DRAFT_SHAPE, TARGET_SHAPE
+
+    shape = TARGET_SHAPE if role == "target" else DRAFT_SHAPE
+    config = shape.config(bos=None, eos=None, pad=None)
+    head_size = config.hidden_size // config.num_attention_heads
+    assert CPUAttentionBackend.supports_head_size(head_size), (head_size, CPUAttentionBackend.get_supported_head_sizes())
+
+
+def test_predict_s_serving_config_is_checked_by_vllm_with_the_aligned_draft(vllm_pair):
+    """predict's batch-size table as vLLM's speculative_config: vLLM's own SpeculativeConfig accepts it with the
+    draft aligned to the target's rows (the raw padded draft it refuses, and says why)."""
+    from vocabcheck.engines import vllm
+    from vocabcheck.methods import Method
+    from vocabcheck.predict.serving import ServePlan, ServeRow
+
+    target, draft = vllm_pair
+    rows = (ServeRow(1, 4, 1.6), ServeRow(4, 2, 1.2), ServeRow(16, 0, 1.0))
+    padded, ngram = ServePlan(str(draft), Method.DRAFT, rows, same_rows=False), ServePlan("ngram", Method.NGRAM, rows)
+    checked = vllm.serve_configs(str(target), [padded, ngram])
+    for item in checked:
+        assert item.validated_by == f"vLLM {vllm.version()}" and item.refused is None, item
+        assert item.config["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 15, 2], [16, 16, 0]]
+    assert checked[0].config["model"] != str(draft)  # the aligned copy, which vLLM takes
+    assert json.loads((vllm.Path(checked[0].config["model"]) / "config.json").read_text())["vocab_size"] == \
+        qwen.ROWS_LARGE
+    raw = ServePlan(str(draft), Method.DRAFT, rows, same_rows=True)  # a plan that claims equal rows: handed as it is
+    refused, = vllm.serve_configs(str(target), [raw])
+    assert refused.validated_by is None and "vocab" in refused.refused.lower(), refused

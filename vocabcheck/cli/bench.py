@@ -9,23 +9,11 @@ from pathlib import Path
 import typer
 
 from .options import (
-    MAX_BATCH_SIZE, MAX_REPEAT, MAX_WARMUP, AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate,
-    proposal_lengths, whole_number,
+    MAX_REPEAT, MAX_WARMUP, AllowIncompatible, Device, Dtype, MaxNewTokens, Seed, Temperature, Translate,
+    batch_sizes as parse_batch_sizes, proposal_lengths, whole_number,
 )
 from ..methods import MAX_K, Method
 from .output import emit_json
-
-
-def _csv(value: str, kind, what: str) -> tuple:
-    from ..errors import VocabcheckError
-
-    try:
-        items = tuple(kind(v.strip()) for v in value.split(",") if v.strip())
-    except ValueError as exc:
-        raise VocabcheckError(f"--{what} takes a comma-separated list, not {value!r}") from exc
-    if not items:
-        raise VocabcheckError(f"--{what} is empty")
-    return items
 
 
 def bench(
@@ -77,15 +65,11 @@ def bench(
     from ..render.phases import phases
 
     bench_report.check_destination(report)  # before the benchmark runs: one line, exit code 2
-    sizes = _csv(batch_sizes, int, "batch-sizes")
+    sizes = parse_batch_sizes(batch_sizes)
     chosen = Method.parse_list(methods)
     if max_new_tokens < 2:  # time per output token is measured over the tokens after the first
         raise BadOption(f"--max-new-tokens must be at least 2 for bench (time per output token counts the tokens "
                         f"after the first), not {max_new_tokens}")
-    if any(b < 1 for b in sizes):
-        raise VocabcheckError("--batch-sizes must be positive")
-    if any(b > MAX_BATCH_SIZE for b in sizes):
-        raise VocabcheckError(f"--batch-sizes must be at most {MAX_BATCH_SIZE:,}, not {max(sizes):,}")
     if any(m.needs_draft for m in chosen) and not draft:
         raise VocabcheckError("--methods includes draft but no DRAFT model was given")
     ks = parse_ks(k)

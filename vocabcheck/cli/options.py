@@ -46,6 +46,21 @@ def whole_number(flag: str, minimum: int | None = None, maximum: int | None = No
     return parse
 
 
+def batch_sizes(text: str, flag: str = "--batch-sizes") -> tuple[int, ...]:
+    """A comma-separated list of batch sizes (bench, predict): each a whole number from 1 to ``MAX_BATCH_SIZE``."""
+    try:
+        sizes = tuple(int(v.strip()) for v in str(text).split(",") if v.strip())
+    except ValueError:
+        raise VocabcheckError(f"{flag} takes a comma-separated list of whole numbers, not {text!r}") from None
+    if not sizes:
+        raise VocabcheckError(f"{flag} is empty")
+    if min(sizes) < 1:
+        raise VocabcheckError(f"{flag} must be positive, not {min(sizes)}")
+    if max(sizes) > MAX_BATCH_SIZE:
+        raise VocabcheckError(f"{flag} must be at most {MAX_BATCH_SIZE:,}, not {_short(max(sizes))}")
+    return sizes
+
+
 def _short(number: int) -> str:
     return f"{number:,}" if abs(number) < 10**15 else f"about 10^{len(str(abs(number))) - 1}"
 

@@ -16,6 +16,7 @@ from .output import emit_json
 
 
 def predict(
+    ctx: typer.Context,
     target: str = typer.Argument(..., help="The target model (directory or hub id)."),
     drafts: list[str] = typer.Argument(None, help="Candidate draft models; none: n-gram lookup only."),
     prompt: list[str] = typer.Option(None, "--prompt", help="A prompt; repeat for several."),
@@ -32,6 +33,9 @@ def predict(
     top_p: TopP = 1.0,
     seed: Seed = 0,
     batch_size: BatchSize = 1,
+    batch_sizes: str = typer.Option(None, "--batch-sizes", metavar="1,4,16",
+                                    help="Predict at each of these batch sizes (comma-separated, e.g. 1,4,16) and say "
+                                         "which k to serve each with: a table and vLLM's speculative_config."),
     ignore_eos: bool = typer.Option(False, "--ignore-eos", help="Sequences run to --max-new-tokens (as bench)."),
     ngram: bool = typer.Option(True, "--ngram/--no-ngram", help="Predict n-gram lookup too."),
     ngram_min: NgramMin = 1,
@@ -46,16 +50,19 @@ def predict(
     from ..decode import DecodeOptions, Sampling
     from ..decode.load.loading import Prompt, read_prompt_file
     from ..errors import BadOption, ExitCode, VocabcheckError
-    from ..predict.predictor import PredictRequest, predict as run_prediction
+    from ..engines import vllm
+    from ..predict import serving
+    from ..predict.predictor import PredictRequest, predict_batches
     from ..render import predict_report, terminal
 
     predict_report.check_destination(report)  # before anything runs: one line, exit code 2
+    sizes = _batch_sizes(ctx, batch_size, batch_sizes)
     Sampling(temperature=1.0, top_k=top_k, top_p=top_p)  # run's checks of top-k and top-p, before anything loads
     for value in temperature or ():
         Sampling(temperature=value)
     request = PredictRequest(
         target=target, drafts=tuple(drafts or ()), k_values=_k_values(k, BadOption),
-        temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=batch_size, chat=chat,
+        temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=sizes[0], batch_sizes=sizes[1:], chat=chat,
         ngram=ngram, device=device, dtype=dtype,
         options=DecodeOptions(method=Method.NONE, max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
                               ngram_max=ngram_max, ignore_eos=ignore_eos))
@@ -68,19 +75,35 @@ def predict(
         raise VocabcheckError("give at least one --prompt or a --prompt-file")
     err = terminal.console(stderr=True)
     with _progress(err, request.units(), quiet=not sys.stderr.isatty()) as advance:
-        prediction = run_prediction(request, prompts, progress=advance)
+        predictions = predict_batches(request, prompts, progress=advance)
+    prediction = predictions[0]
+    serve = vllm.serve_configs(target, serving.plans(predictions), ngram_min=ngram_min, ngram_max=ngram_max)
     command = "vocabcheck " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "vocabcheck predict"
     if report is not None:
-        predict_report.write_report(report, prediction, command=command)
+        predict_report.write_report(report, predictions, serve, command=command)
     if json_out:
-        emit_json(predict_report.predict_document(prediction, command=command))
+        emit_json(predict_report.predict_document(predictions, serve, command=command))
     elif markdown:
-        sys.stdout.write(predict_report.predict_markdown(prediction, command=command))
+        sys.stdout.write(predict_report.predict_markdown(predictions, serve, command=command))
     else:
-        predict_report.print_prediction(terminal.console(), prediction)
+        predict_report.print_prediction(terminal.console(), predictions, serve)
     named = [c for c in prediction.candidates if c.method.needs_draft]
     if named and all(c.refused for c in named):  # no named draft can run with this target
         raise typer.Exit(ExitCode.FAILED)
+
+
+def _batch_sizes(ctx: typer.Context, batch_size: int, listed: str | None) -> tuple[int, ...]:
+    """The batch sizes to predict, the first one's tables shown in full: ``--batch-size`` alone, or ``--batch-sizes``
+    (in the order given, each once); both at once is one line, exit code 2."""
+    from ..errors import BadOption
+    from .options import batch_sizes
+
+    if listed is None:
+        return (batch_size,)
+    source = ctx.get_parameter_source("batch_size")  # click's ParameterSource (typer may bundle its own click)
+    if getattr(source, "name", None) == "COMMANDLINE":
+        raise BadOption("give --batch-size or --batch-sizes, not both")
+    return tuple(dict.fromkeys(batch_sizes(listed)))
 
 
 def _k_values(text: str, error) -> tuple[int, ...]:

@@ -19,10 +19,10 @@ from . import qwen
 from .checkpoint import ModelShape, write_model
 from .train import TrainPlan, train_pair
 
-DEMO_VERSION = "4"
+DEMO_VERSION = "5"
 TARGET_SHAPE = ModelShape(rows=qwen.ROWS_LARGE, hidden=256, layers=2, heads=4, kv_heads=2, intermediate=512,
                           tied=False, shard_bytes=100_000_000, seed=7)
-DRAFT_SHAPE = ModelShape(rows=qwen.ROWS_SMALL, hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64,
+DRAFT_SHAPE = ModelShape(rows=qwen.ROWS_SMALL, hidden=32, layers=1, heads=1, kv_heads=1, intermediate=64,
                          tied=False, seed=11)
 PLAN = TrainPlan()
 RECIPE_FILE = "vocabcheck-demo.json"

@@ -140,6 +140,49 @@ def validated(result):
     return dataclasses.replace(result, commands=tuple(checked))
 
 
+def plan_config(plan, *, draft_dir: str | None = None, ngram_min: int = 1, ngram_max: int = 3
+                ) -> dict[str, Any] | None:
+    """vLLM's ``speculative_config`` for a serving table (:class:`vocabcheck.predict.serving.ServePlan`; ``draft_dir``:
+    where vLLM finds the draft, the name the user gave by default), or None where no batch size speculates. One k for
+    every batch size is ``num_speculative_tokens`` alone; else ``num_speculative_tokens`` is the largest k and
+    ``num_speculative_tokens_per_batch_size`` the plan's schedule."""
+    if plan.k_max == 0:
+        return None
+    schedule = plan.schedule()
+    return speculative_config(plan.method, plan.k_max, draft_dir=draft_dir or plan.draft, ngram_min=ngram_min,
+                              ngram_max=ngram_max, per_batch_size=schedule if len(schedule) > 1 else None)
+
+
+def serve_configs(target: str, plans, *, ngram_min: int = 1, ngram_max: int = 3,
+                  progress: Callable[[str], None] | None = None) -> tuple:
+    """``predict``'s serving plans (:class:`vocabcheck.predict.serving.ServePlan`) as vLLM takes them, each checked by
+    vLLM's own ``SpeculativeConfig`` where vLLM is installed and the target is a local directory: a draft whose rows
+    differ from the target's is named by its aligned copy (written on first use, as ``run --engine vllm`` does), since
+    vLLM requires equal ``vocab_size``. Elsewhere the config names the draft as given, unchecked."""
+    import importlib.util
+
+    from ..check import compare
+    from ..predict.serving import ServeConfig
+
+    check = importlib.util.find_spec("vllm") is not None and Path(target).is_dir()
+    out = []
+    for plan in plans:
+        draft_dir = None
+        if check and plan.k_max and plan.method.needs_draft and not plan.same_rows:
+            draft_dir = str(aligned_draft(compare(target, plan.draft), progress=progress))
+        config = plan_config(plan, draft_dir=draft_dir, ngram_min=ngram_min, ngram_max=ngram_max)
+        if not check or config is None:
+            out.append(ServeConfig(plan, config))
+            continue
+        try:
+            validate(target, dict(config))
+        except InputError as exc:
+            out.append(ServeConfig(plan, config, refused=str(exc.__cause__ and refusal(exc.__cause__) or exc)))
+            continue
+        out.append(ServeConfig(plan, config, validated_by=f"vLLM {version()}"))
+    return tuple(out)
+
+
 def refusal(exc: BaseException) -> str:
     """vLLM's reason in one line: a pydantic ValidationError's message, else the exception's first line."""
     errors = getattr(exc, "errors", None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..decode.load.loading import Prompt
 from ..decode.mapping import PaddedMapping
@@ -42,6 +42,7 @@ class PredictRequest:
     top_p: float = 1.0
     options: DecodeOptions = field(default_factory=lambda: DecodeOptions(method=Method.NONE))
     batch_size: int = 1
+    batch_sizes: tuple[int, ...] = ()  # more batch sizes to predict (the serving table); the first is batch_size
     sequence_batch_size: int = 16  # prompts the target's own sequences are generated for together
     chat: bool = False
     ngram: bool = True
@@ -53,12 +54,18 @@ class PredictRequest:
         if not self.k_values or any(isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K
                                     for k in self.k_values):
             raise BadOption(f"-k values must be between 1 and {MAX_K}, not {list(self.k_values)}")
-        if min(self.batch_size, self.sequence_batch_size) < 1:
-            raise BadOption(f"--batch-size must be at least 1, not {min(self.batch_size, self.sequence_batch_size)}")
+        if min(self.batch_size, self.sequence_batch_size, *self.batch_sizes) < 1:
+            raise BadOption("--batch-size must be at least 1, not "
+                            f"{min(self.batch_size, self.sequence_batch_size, *self.batch_sizes)}")
         for temperature in self.temperatures:
             Sampling(temperature=temperature, top_k=self.top_k, top_p=self.top_p)  # one line for a bad value
             if temperature == 0:
                 raise BadOption("--temperature values are for sampling (greedy is always predicted): not 0")
+
+    @property
+    def every_batch_size(self) -> tuple[int, ...]:
+        """``batch_size`` and then the other ``batch_sizes``, in increasing order, each once."""
+        return (self.batch_size, *sorted(set(self.batch_sizes) - {self.batch_size}))
 
     @property
     def k_max(self) -> int:
@@ -68,9 +75,10 @@ class PredictRequest:
         return Sampling(temperature=temperature, top_k=self.top_k, top_p=self.top_p)
 
     def units(self) -> int:
-        """Units of work the progress callback is called for."""
-        per_candidate = 2 + len(self.temperatures)
-        return 2 + len(self.temperatures) + per_candidate * (len(self.drafts) + int(self.ngram))
+        """Units of work the progress callback is called for: the sequences (greedy and per temperature), the target's
+        costs per batch size, and per candidate the same."""
+        per_candidate = 1 + len(self.temperatures) + len(self.every_batch_size)
+        return per_candidate * (1 + len(self.drafts) + int(self.ngram))
 
 
 @dataclass(frozen=True)
@@ -95,25 +103,38 @@ def _timing_context(greedy: continuations.Continuations) -> tuple[int, ...]:
 
 def predict(request: PredictRequest, prompts: Sequence[Prompt], progress: Progress | None = None,
             on_refusal=None) -> Prediction:
-    """Predict every candidate; ``progress(label)`` is called after each unit of :meth:`PredictRequest.units`."""
+    """Predict every candidate at ``request.batch_size``; ``progress(label)`` is called after each unit of
+    :meth:`PredictRequest.units`."""
+    return predict_batches(request, prompts, progress, on_refusal)[0]
+
+
+def predict_batches(request: PredictRequest, prompts: Sequence[Prompt], progress: Progress | None = None,
+                    on_refusal=None) -> tuple[Prediction, ...]:
+    """One prediction per batch size of :attr:`PredictRequest.every_batch_size`, in that order, over one load of the
+    models and one set of the target's sequences: the acceptance is the sequences', the counts of steps and the costs
+    are each batch size's own."""
     say = progress or (lambda label: None)
     start = time.perf_counter()
     session = start_session(RunRequest(target=request.target, draft=None, methods=tuple(Method),
                                        device=request.device, dtype=request.dtype,
                                        max_new_tokens=request.options.max_new_tokens))
     prompt_ids = session.encode(prompts, request.chat)
-    context = _prepare(request, session, prompts, prompt_ids, say)
-    candidates = []
+    contexts = _prepare(request, session, prompts, prompt_ids, say)
+    per_batch: list[list[Candidate]] = [[] for _ in contexts]
     if request.ngram:
-        candidates.append(_ngram(context))
+        for row, candidate in zip(per_batch, _ngram(contexts)):
+            row.append(candidate)
     for draft in request.drafts:
-        candidates.append(_draft(context, draft, on_refusal))
-    ranked = sorted(candidates, key=_rank)
-    return Prediction(target=request.target, candidates=tuple(ranked), prompts=len(prompts),
-                      tokens=context.greedy.tokens, source="recorded" if context.greedy.recorded else "generated",
-                      k_values=request.k_values, temperatures=request.temperatures, batch_size=request.batch_size,
-                      device=str(session.device), dtype=str(session.dtype).removeprefix("torch."),
-                      seconds=time.perf_counter() - start)
+        for row, candidate in zip(per_batch, _draft(contexts, draft, on_refusal)):
+            row.append(candidate)
+    seconds = time.perf_counter() - start
+    greedy = contexts[0].greedy
+    return tuple(Prediction(target=request.target, candidates=tuple(sorted(row, key=_rank)), prompts=len(prompts),
+                            tokens=greedy.tokens, source="recorded" if greedy.recorded else "generated",
+                            k_values=request.k_values, temperatures=request.temperatures,
+                            batch_size=context.request.batch_size, device=str(session.device),
+                            dtype=str(session.dtype).removeprefix("torch."), seconds=seconds)
+                 for row, context in zip(per_batch, contexts))
 
 
 def predict_loaded(request: PredictRequest, session: Session, greedy: continuations.Continuations,
@@ -123,10 +144,10 @@ def predict_loaded(request: PredictRequest, session: Session, greedy: continuati
     draft (where it has one), in that order — over sequences already made (``sampled``: one per
     ``request.temperatures``), with costs measured at ``request.batch_size``. `bench --predict` calls it with the
     models it measures; ``request.target`` and ``request.drafts`` are not read."""
-    context = _context(request, session, greedy, sampled, progress or (lambda label: None))
-    candidates = [_ngram(context)] if request.ngram else []
+    contexts = _contexts(request, session, greedy, sampled, progress or (lambda label: None))[:1]
+    candidates = _ngram(contexts)[:1] if request.ngram else []
     if session.draft_model is not None:
-        candidates.append(_loaded_draft(context, session, str(session.request.draft)))
+        candidates += _loaded_draft(contexts, session, str(session.request.draft))[:1]
     return tuple(candidates)
 
 
@@ -137,7 +158,7 @@ def _rank(candidate: Candidate) -> tuple:
     return (0, -(best.speedup or 0.0), -best.counts.mean_accepted_length)
 
 
-def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say: Progress) -> _Context:
+def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say: Progress) -> list[_Context]:
     options = request.options
     recorded = continuations.recorded(session, prompts, prompt_ids, options)
     batch = request.sequence_batch_size
@@ -148,19 +169,23 @@ def _prepare(request: PredictRequest, session: Session, prompts, prompt_ids, say
         sampled.append(recorded or continuations.generated(session, prompt_ids, options,
                                                            request.sampling(temperature), batch))
         say(f"the target's sequences at temperature {temperature:g}")
-    context = _context(request, session, greedy, sampled, say)
-    say("the target's costs")
-    return context
+    return _contexts(request, session, greedy, sampled, say)
 
 
-def _context(request: PredictRequest, session: Session, greedy: continuations.Continuations,
-             sampled: Sequence[continuations.Continuations], say: Progress) -> _Context:
-    """What every candidate is predicted over, the target's costs measured (where asked for)."""
-    step, verify, noise = 0.0, (), ""
-    if request.measure_costs:
-        step, verify, noise = cost.target_costs(session.target_model, _timing_context(greedy), request.batch_size,
-                                                request.k_values, session.device)
-    return _Context(request, session, greedy, tuple(sampled), step, verify, say, noise)
+def _contexts(request: PredictRequest, session: Session, greedy: continuations.Continuations,
+              sampled: Sequence[continuations.Continuations], say: Progress) -> list[_Context]:
+    """What every candidate is predicted over, one per batch size, the target's costs measured at each (where asked
+    for)."""
+    out = []
+    for batch_size in request.every_batch_size:
+        step, verify, noise = 0.0, (), ""
+        if request.measure_costs:
+            step, verify, noise = cost.target_costs(session.target_model, _timing_context(greedy), batch_size,
+                                                    request.k_values, session.device)
+        out.append(_Context(replace(request, batch_size=batch_size), session, greedy, tuple(sampled), step, verify,
+                            say, noise))
+        say(f"the target's costs at batch {batch_size}")
+    return out
 
 
 def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None) -> tuple[KPrediction, ...]:
@@ -168,74 +193,93 @@ def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | Non
     return tuple(KPrediction(c, costs.speedup(c.mean_accepted_length, c.k) if measured else None) for c in counts)
 
 
-def _ngram(context: _Context) -> Candidate:
-    request = context.request
-    options = request.options
-    chains, budgets = context.greedy.chains, context.greedy.budgets
+def _ngram(contexts: Sequence[_Context]) -> list[Candidate]:
+    """n-gram lookup at each context's batch size: the proposals and the sampled acceptance once, the step counts
+    and the costs per batch size."""
+    first = contexts[0]
+    request, options = first.request, first.request.options
+    chains, budgets = first.greedy.chains, first.greedy.budgets
     proposals = [ngram_proposals(c, options.ngram_min, options.ngram_max, request.k_max) for c in chains]
     runs = [ngram_runs(c, p, b) for c, p, b in zip(chains, proposals, budgets)]
-    costs = Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise)
-    greedy = _predictions(context, [greedy_counts(runs, k, request.batch_size) for k in request.k_values], costs)
-    context.say("n-gram lookup, greedy")
-    sampled = []
-    for temperature, chosen in zip(request.temperatures, context.sampled):
+    first.say("n-gram lookup, greedy")
+    sampled_counts = []
+    for temperature, chosen in zip(request.temperatures, first.sampled):
         found = [ngram_proposals(c, options.ngram_min, options.ngram_max, request.k_max) for c in chosen.chains]
-        tables = teacher.point_acceptance(context.session.target_model, chosen.chains, found,
-                                          request.sampling(temperature), context.session.device)
-        sampled.append((temperature, _predictions(
-            context, [expected_counts(tables, chosen.budgets, k) for k in request.k_values], costs)))
-        context.say(f"n-gram lookup, temperature {temperature:g}")
-    context.say("n-gram lookup, costs")
-    return Candidate(draft="ngram", method=Method.NGRAM, greedy=greedy, sampled=tuple(sampled), costs=costs)
+        tables = teacher.point_acceptance(first.session.target_model, chosen.chains, found,
+                                          request.sampling(temperature), first.session.device)
+        sampled_counts.append((temperature, [expected_counts(tables, chosen.budgets, k) for k in request.k_values]))
+        first.say(f"n-gram lookup, temperature {temperature:g}")
+    out = []
+    for context in contexts:
+        costs = Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise)
+        greedy = _predictions(context, [greedy_counts(runs, k, context.request.batch_size)
+                                        for k in request.k_values], costs)
+        sampled = tuple((t, _predictions(context, counts, costs)) for t, counts in sampled_counts)
+        out.append(Candidate(draft="ngram", method=Method.NGRAM, greedy=greedy, sampled=sampled, costs=costs))
+        context.say(f"n-gram lookup, costs at batch {context.request.batch_size}")
+    return out
 
 
-def _draft(context: _Context, draft: str, on_refusal) -> Candidate:
-    request = context.request
+def _draft(contexts: Sequence[_Context], draft: str, on_refusal) -> list[Candidate]:
+    first = contexts[0]
     try:
         # translated where the tokenizers differ (the report marks such a draft); a compatible pair needs no
         # translation, and the session's note that --translate does nothing is about a flag nobody gave here
-        session = with_draft(context.session, draft, translate=True, on_refusal=on_refusal,
+        session = with_draft(first.session, draft, translate=True, on_refusal=on_refusal,
                              on_warning=lambda note: None)
     except RefusedPair as refusal:
-        for _ in range(2 + len(request.temperatures)):
-            context.say(f"{draft}: refused")
-        return Candidate(draft=draft, method=Method.DRAFT, refused=refusal.one_line())
-    return _loaded_draft(context, session, draft)
+        for _ in range(1 + len(first.request.temperatures) + len(contexts)):
+            first.say(f"{draft}: refused")
+        return [Candidate(draft=draft, method=Method.DRAFT, refused=refusal.one_line()) for _ in contexts]
+    return _loaded_draft(contexts, session, draft)
 
 
-def _loaded_draft(context: _Context, session: Session, draft: str) -> Candidate:
-    """A draft loaded in ``session`` (its own alignment or translator) over the context's sequences."""
-    request = context.request
+def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) -> list[Candidate]:
+    """A draft loaded in ``session`` (its own alignment or translator) over the contexts' sequences, at each
+    context's batch size."""
+    first = contexts[0]
+    request = first.request
     device, model = session.device, session.draft_model
-    chains, budgets = context.greedy.chains, context.greedy.budgets
+    chains, budgets = first.greedy.chains, first.greedy.budgets
     if session.translator is not None:
         target_rows = session.target_model.get_output_embeddings().weight.shape[0]
 
         def proposer(metrics):
             return TranslatingProposer(model, session.translator, metrics, target_rows, device)
 
-        greedy_counts_ = [replayed_counts(proposer, chains, budgets, k, request.batch_size, device)
-                          for k in request.k_values]
+        def counts_at(batch_size: int) -> list[Counts]:
+            return [replayed_counts(proposer, chains, budgets, k, batch_size, device) for k in request.k_values]
+
         to_input = TranslatedMapping(session.translator.translation, target_rows, device).to_draft
         sampled = []
         for temperature in request.temperatures:
-            context.say(f"{draft}: temperature {temperature:g} (not predicted for a translated draft)")
+            first.say(f"{draft}: temperature {temperature:g} (not predicted for a translated draft)")
     else:
         mapping = PaddedMapping(session.comparison.alignment, model, device)
         matched = teacher.greedy_streaks(model, mapping, chains, device)
         runs = [RowRuns(len(c.tokens), b, m) for c, b, m in zip(chains, budgets, matched)]
-        greedy_counts_ = [greedy_counts(runs, k, request.batch_size) for k in request.k_values]
+
+        def counts_at(batch_size: int) -> list[Counts]:
+            return [greedy_counts(runs, k, batch_size) for k in request.k_values]
+
         to_input = mapping.to_draft
-        sampled = _sampled(context, session, mapping)
-    context.say(f"{draft}: greedy")
-    costs = None
-    if request.measure_costs:
-        costs = cost.draft_costs(model, to_input, _timing_context(context.greedy), request.batch_size, device,
-                                 context.target_step_s, context.verify_s, context.noise)
-    context.say(f"{draft}: costs")
-    sampled = [(t, _predictions(context, counts, costs)) for t, counts in sampled]
-    return Candidate(draft=draft, method=Method.DRAFT, translated=session.translator is not None,
-                     greedy=_predictions(context, greedy_counts_, costs), sampled=tuple(sampled), costs=costs)
+        sampled = _sampled(first, session, mapping)
+    first.say(f"{draft}: greedy")
+    out = []
+    for context in contexts:
+        batch_size = context.request.batch_size
+        costs = None
+        if request.measure_costs:
+            costs = cost.draft_costs(model, to_input, _timing_context(context.greedy), batch_size, device,
+                                     context.target_step_s, context.verify_s, context.noise)
+        context.say(f"{draft}: costs at batch {batch_size}")
+        alignment = session.comparison.alignment
+        out.append(Candidate(draft=draft, method=Method.DRAFT, translated=session.translator is not None,
+                             same_rows=alignment is None or alignment.target_rows == alignment.draft_rows,
+                             greedy=_predictions(context, counts_at(batch_size), costs),
+                             sampled=tuple((t, _predictions(context, counts, costs)) for t, counts in sampled),
+                             costs=costs))
+    return out
 
 
 def _sampled(context: _Context, session: Session, mapping) -> list[tuple[float, list[Counts]]]:

@@ -91,6 +91,7 @@ class Candidate:
     greedy: tuple[KPrediction, ...] = ()
     sampled: tuple[tuple[float, tuple[KPrediction, ...]], ...] = ()
     costs: Costs | None = None
+    same_rows: bool = True  # the draft has the target's rows (an engine that compares vocab_size takes it as it is)
 
     @property
     def best(self) -> KPrediction | None:

@@ -1,5 +1,5 @@
 """Model paths as the terminal views show them: a path too long for its cell keeps its distinctive tail
-(``…/demo-v4/qwen2.5-shaped-draft``, not ``/root/.cache/voc…``), whole path components first. Only the terminal
+(``…/demo-v5/qwen2.5-shaped-draft``, not ``/root/.cache/voc…``), whole path components first. Only the terminal
 views shorten; the JSON documents, Markdown reports and command lines to copy keep every path whole."""
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ predicted speedup against k per candidate (matplotlib)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +15,12 @@ from rich.text import Text
 from .. import __version__
 from ..methods import Method
 from ..predict.result import Candidate, KPrediction, Prediction
+from ..predict.serving import MARGIN, ServeConfig
 from .bench_report import check_destination as _check, write_files
 from .data import PREDICT_SCHEMA
 from .markdown import document, escape
 from .paths import short_paths
-from .terminal import print_table
+from .terminal import print_command, print_table
 from ..text import printable
 
 REPORT_FILES = ("predict.md", "predict.json", "speedup.png")
@@ -101,7 +104,15 @@ def noise_line(prediction: Prediction) -> str | None:
             "quieter machine")
 
 
-def print_prediction(out: Console, prediction: Prediction) -> None:
+def _many(predictions: Prediction | Sequence[Prediction]) -> tuple[Prediction, ...]:
+    """One prediction per batch size, the first shown in full (a single prediction is one batch size)."""
+    return (predictions,) if isinstance(predictions, Prediction) else tuple(predictions)
+
+
+def print_prediction(out: Console, predictions: Prediction | Sequence[Prediction],
+                     serve: Sequence[ServeConfig] = ()) -> None:
+    predictions = _many(predictions)
+    prediction = predictions[0]
     print_table(out, ranked_table(prediction))
     if noise_line(prediction):
         out.print(Text(printable(noise_line(prediction)), style="yellow"))
@@ -112,6 +123,49 @@ def print_prediction(out: Console, prediction: Prediction) -> None:
     for index, candidate in enumerate(prediction.candidates):
         if candidate.refused:
             out.print(Text(printable(f"{names[index]}: {candidate.refused}")))
+    _print_serving(out, predictions, serve)
+
+
+def serve_table(predictions: Sequence[Prediction], serve: Sequence[ServeConfig]) -> Table:
+    sizes = [p.batch_size for p in sorted(predictions, key=lambda p: p.batch_size)]
+    table = Table(title=f"Serve with (k per batch size; 0: no speculation, where no k is predicted {MARGIN:.0%} "
+                        "faster than plain decoding)", header_style="bold")
+    table.add_column("candidate")
+    for size in sizes:
+        table.add_column(f"batch {size}", justify="right")
+    names = short_paths([item.plan.draft if item.plan.method.needs_draft else "n-gram lookup" for item in serve], 30)
+    for name, item in zip(names, serve):
+        cells = {row.batch_size: (f"k={row.k} · {row.speedup:.2f}×" if row.k else "0 · plain") for row in item.plan.rows}
+        table.add_row(Text(printable(name)), *(cells[size] for size in sizes))
+    return table
+
+
+def _print_serving(out: Console, predictions: Sequence[Prediction], serve: Sequence[ServeConfig]) -> None:
+    noisy = next((p for p in predictions if p.noise), None)
+    if noisy is not None:
+        out.print(Text(f"no k to serve with: the costs at batch {noisy.batch_size} were disturbed (see above)",
+                       style="yellow"))
+        return
+    if not serve:
+        return
+    print_table(out, serve_table(predictions, serve))
+    best = serve[0]
+    if best.config is None:
+        out.print("The best candidate pays at no batch size measured: serve without speculation.")
+        return
+    out.print(Text("vLLM --speculative-config", style="bold") + Text(f" ({_checked(best)}):"))
+    print_command(out, json.dumps(best.config, separators=(", ", ": ")))
+
+
+def _checked(item: ServeConfig) -> str:
+    if item.validated_by:
+        return f"accepted by {item.validated_by}'s own SpeculativeConfig"
+    if item.refused:
+        return f"vLLM refuses it: {item.refused}"
+    note = "costs measured on vocabcheck's decoder; not checked by vLLM (not installed here, or a hub target)"
+    if item.plan.method.needs_draft and not item.plan.same_rows:
+        note += "; vLLM takes the draft `vocabcheck align` writes (its rows differ from the target's)"
+    return note
 
 
 def _k_document(p: KPrediction) -> dict[str, Any]:
@@ -135,9 +189,24 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
             "sampled": [{"temperature": t, "per_k": [_k_document(p) for p in rows]} for t, rows in candidate.sampled]}
 
 
-def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
+def _candidates_document(prediction: Prediction) -> dict[str, Any]:
     ranked = list(enumerate(prediction.candidates, start=1))
-    ngram = next((candidate_document(c, r) for r, c in ranked if c.method is Method.NGRAM), None)
+    return {"drafts": [candidate_document(c, r) for r, c in ranked if c.method.needs_draft],
+            "ngram": next((candidate_document(c, r) for r, c in ranked if c.method is Method.NGRAM), None)}
+
+
+def serve_document(item: ServeConfig) -> dict[str, Any]:
+    plan = item.plan
+    return {"draft": plan.draft if plan.method.needs_draft else None, "method": plan.method,
+            "same_rows": plan.same_rows,
+            "per_batch_size": [{"batch_size": r.batch_size, "k": r.k, "speedup": r.speedup} for r in plan.rows],
+            "speculative_config": item.config, "validated_by": item.validated_by, "refused": item.refused}
+
+
+def predict_document(predictions: Prediction | Sequence[Prediction], serve: Sequence[ServeConfig] = (), *,
+                     command: str) -> dict[str, Any]:
+    predictions = _many(predictions)
+    prediction = predictions[0]
     return {
         "schema": PREDICT_SCHEMA,
         "vocabcheck_version": __version__,
@@ -153,12 +222,18 @@ def predict_document(prediction: Prediction, *, command: str) -> dict[str, Any]:
         "temperatures": list(prediction.temperatures),
         "seconds": prediction.seconds,
         "noise": prediction.noise or None,
-        "drafts": [candidate_document(c, r) for r, c in ranked if c.method.needs_draft],
-        "ngram": ngram,
+        **_candidates_document(prediction),
+        "per_batch_size": [{"batch_size": p.batch_size, "noise": p.noise or None, **_candidates_document(p)}
+                           for p in predictions],
+        "serve_margin": MARGIN,
+        "serve": [serve_document(item) for item in serve],
     }
 
 
-def predict_markdown(prediction: Prediction, *, command: str) -> str:
+def predict_markdown(predictions: Prediction | Sequence[Prediction], serve: Sequence[ServeConfig] = (), *,
+                     command: str) -> str:
+    predictions = _many(predictions)
+    prediction = predictions[0]
     lines = ["# vocabcheck predict", "", f"- target: `{escape(prediction.target)}`", f"- {_settings(prediction)}",
              f"- command: `{escape(command)}`",
              *([f"- **{escape(noise_line(prediction))}**"] if noise_line(prediction) else []),
@@ -183,8 +258,24 @@ def predict_markdown(prediction: Prediction, *, command: str) -> str:
             rows = _per_k(candidate, temperature)
             if rows:
                 lines.append(f"| {escape(_name(candidate))} | " + " | ".join(_cell(p) for p in rows) + " |")
+    lines += _serving_markdown(predictions, serve)
     lines += ["", "![Predicted speedup against k](speedup.png)", ""]
     return document(lines)
+
+
+def _serving_markdown(predictions: Sequence[Prediction], serve: Sequence[ServeConfig]) -> list[str]:
+    if not serve:
+        return []
+    sizes = sorted(p.batch_size for p in predictions)
+    lines = ["", f"## Serve with (k per batch size; 0: no k predicted {MARGIN:.0%} faster than plain decoding)", "",
+             "| candidate | " + " | ".join(f"batch {b}" for b in sizes) + " | vLLM speculative_config |",
+             "|---|" + "---|" * len(sizes) + "---|"]
+    for item in serve:
+        cells = {r.batch_size: (f"k={r.k} ({r.speedup:.2f}×)" if r.k else "0") for r in item.plan.rows}
+        config = f"`{escape(json.dumps(item.config))}` ({escape(_checked(item))})" if item.config else "none"
+        name = item.plan.draft if item.plan.method.needs_draft else "n-gram lookup"
+        lines.append(f"| {escape(name)} | " + " | ".join(cells[b] for b in sizes) + f" | {config} |")
+    return lines
 
 
 def check_destination(directory: Path | None) -> None:
@@ -192,13 +283,13 @@ def check_destination(directory: Path | None) -> None:
     _check(directory, REPORT_FILES, "the prediction report")
 
 
-def write_report(directory: Path, prediction: Prediction, *, command: str) -> list[Path]:
+def write_report(directory: Path, predictions: Prediction | Sequence[Prediction], serve: Sequence[ServeConfig] = (),
+                 *, command: str) -> list[Path]:
     """predict.md, predict.json and speedup.png, each rendered first, then written atomically."""
-    import json
-
-    files = {"predict.md": predict_markdown(prediction, command=command),
-             "predict.json": json.dumps(predict_document(prediction, command=command), indent=2) + "\n",
-             "speedup.png": _chart(prediction)}
+    predictions = _many(predictions)
+    files = {"predict.md": predict_markdown(predictions, serve, command=command),
+             "predict.json": json.dumps(predict_document(predictions, serve, command=command), indent=2) + "\n",
+             "speedup.png": _chart(predictions[0])}
     return write_files(Path(directory), files, "the prediction report")
 
 
