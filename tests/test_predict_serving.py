@@ -46,7 +46,7 @@ def test_each_batch_size_predicts_what_run_measures_at_it(word_pairs):  # noqa: 
 
 def candidate(speedups: dict[int, float], *, draft="d", method=Method.DRAFT, noise="", **fields) -> Candidate:
     """A candidate whose greedy k values have the given predicted speedups (and costs carrying ``noise``)."""
-    costs = Costs(target_step_s=0.01, draft_step_s=0.001, verify_s=(), noise=noise)
+    costs = Costs(target_step_s=0.01, draft_step_s=0.001, verify_s=(), noise=noise, spread=1.07)
     greedy = tuple(KPrediction(Counts(k=k, steps=10, drafted=10 * k, accepted=5 * k), s) for k, s in speedups.items())
     return Candidate(draft=draft, method=method, greedy=greedy, costs=costs, **fields)
 
@@ -102,8 +102,8 @@ def test_the_serving_table_is_in_every_view(tmp_path):
     document = predict_report.predict_document(predictions, serve, command="vocabcheck predict t d")
     jsonschema.validate(document, schema("predict-1"))
     assert [p["batch_size"] for p in document["per_batch_size"]] == [1, 4, 16, 64]
-    assert document["serve"][0]["per_batch_size"][:2] == [{"batch_size": 1, "k": 4, "speedup": 1.9},
-                                                          {"batch_size": 4, "k": 2, "speedup": 1.4}]
+    assert document["serve"][0]["per_batch_size"][:2] == [{"batch_size": 1, "k": 4, "speedup": 1.9, "spread": 1.07},
+                                                          {"batch_size": 4, "k": 2, "speedup": 1.4, "spread": 1.07}]
     assert document["serve"][0]["speculative_config"]["num_speculative_tokens"] == 4
     assert document["serve"][1]["speculative_config"] is None and document["serve"][0]["same_rows"] is False
     markdown = predict_report.predict_markdown(predictions, serve, command="x")

@@ -39,6 +39,7 @@ class Timer:
             self.state.forward(self.to_input(ids), keep=1)
         self.token = int(context[-1])
         self.noise = ""  # why the last seconds() cannot be trusted (empty: nothing says so)
+        self.spread = 1.0  # the last seconds()' largest median over fastest forward, across widths
 
     def seconds(self, widths: Sequence[int]) -> dict[int, float]:
         """The fastest forward per width over interleaved rounds (after one warm-up round), so that a busy machine
@@ -57,6 +58,7 @@ class Timer:
                         times[width].append(elapsed)
                         spent += elapsed
         self.noise = _noise(times, CpuSample.now().others_share(before))
+        self.spread = _spread(times)
         return {w: min(t) for w, t in times.items()}
 
     def _once(self, width: int) -> float:
@@ -74,26 +76,31 @@ def _noise(times: dict[int, list[float]], others: float | None) -> str:
     reasons = []
     if others is not None and others > BUSY_SHARE:
         reasons.append(f"other processes used {others:.0%} of the CPUs while costs were measured")
-    spread = max((statistics.median(t) / min(t) for t in times.values() if t and min(t) > 0), default=1.0)
+    spread = _spread(times)
     if spread > NOISY_SPREAD:
         reasons.append(f"a forward's median time was {spread:.2f}x its fastest")
     return "; ".join(reasons)
 
 
+def _spread(times: dict[int, list[float]]) -> float:
+    """The largest median over fastest forward across widths (1.0: every timing alike)."""
+    return max((statistics.median(t) / min(t) for t in times.values() if t and min(t) > 0), default=1.0)
+
+
 def target_costs(target, context: Sequence[int], batch: int, k_values: Sequence[int], device
-                 ) -> tuple[float, tuple, str]:
-    """One plain step and one verification of each k (k + 1 tokens per row), in seconds, and why they cannot be
-    trusted ("" where nothing says so)."""
+                 ) -> tuple[float, tuple, str, float]:
+    """One plain step and one verification of each k (k + 1 tokens per row), in seconds, why they cannot be
+    trusted ("" where nothing says so), and their spread (:func:`_spread`)."""
     widths = sorted({k + 1 for k in k_values})
     timer = Timer(target, context, batch, device)
     seconds = timer.seconds([1] + widths)
-    return seconds[1], tuple((width, seconds[width]) for width in widths), timer.noise
+    return seconds[1], tuple((width, seconds[width]) for width in widths), timer.noise, timer.spread
 
 
 def draft_costs(draft, to_input, context: Sequence[int], batch: int, device, target_step_s: float,
-                verify_s: tuple, noise: str = "") -> Costs:
+                verify_s: tuple, noise: str = "", spread: float = 1.0) -> Costs:
     """The costs of a pair: the target's (measured once, with its ``noise``) and one forward of this draft."""
     timer = Timer(draft, context, batch, device, to_input)
     draft_step = timer.seconds([1])[1]
     return Costs(target_step_s=target_step_s, draft_step_s=draft_step, verify_s=verify_s,
-                 noise="; ".join(dict.fromkeys(r for r in (noise, timer.noise) if r)))
+                 noise="; ".join(dict.fromkeys(r for r in (noise, timer.noise) if r)), spread=max(spread, timer.spread))

@@ -93,6 +93,7 @@ class _Context:
     verify_s: tuple
     say: Progress
     noise: str = ""  # why the target's costs cannot be trusted
+    spread: float = 1.0  # the target's timings' median over fastest (predict/cost.py)
 
 
 def _timing_context(greedy: continuations.Continuations) -> tuple[int, ...]:
@@ -178,12 +179,12 @@ def _contexts(request: PredictRequest, session: Session, greedy: continuations.C
     for)."""
     out = []
     for batch_size in request.every_batch_size:
-        step, verify, noise = 0.0, (), ""
+        step, verify, noise, spread = 0.0, (), "", 1.0
         if request.measure_costs:
-            step, verify, noise = cost.target_costs(session.target_model, _timing_context(greedy), batch_size,
+            step, verify, noise, spread = cost.target_costs(session.target_model, _timing_context(greedy), batch_size,
                                                     request.k_values, session.device)
         out.append(_Context(replace(request, batch_size=batch_size), session, greedy, tuple(sampled), step, verify,
-                            say, noise))
+                            say, noise, spread))
         say(f"the target's costs at batch {batch_size}")
     return out
 
@@ -211,7 +212,7 @@ def _ngram(contexts: Sequence[_Context]) -> list[Candidate]:
         first.say(f"n-gram lookup, temperature {temperature:g}")
     out = []
     for context in contexts:
-        costs = Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise)
+        costs = Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise, spread=context.spread)
         greedy = _predictions(context, [greedy_counts(runs, k, context.request.batch_size)
                                         for k in request.k_values], costs)
         sampled = tuple((t, _predictions(context, counts, costs)) for t, counts in sampled_counts)
@@ -271,7 +272,7 @@ def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) ->
         costs = None
         if request.measure_costs:
             costs = cost.draft_costs(model, to_input, _timing_context(context.greedy), batch_size, device,
-                                     context.target_step_s, context.verify_s, context.noise)
+                                     context.target_step_s, context.verify_s, context.noise, context.spread)
         context.say(f"{draft}: costs at batch {batch_size}")
         alignment = session.comparison.alignment
         out.append(Candidate(draft=draft, method=Method.DRAFT, translated=session.translator is not None,

@@ -54,6 +54,7 @@ class Costs:
     draft_step_s: float
     verify_s: tuple[tuple[int, float], ...]  # (width, seconds)
     noise: str = ""  # why these timings cannot be trusted (predict/cost.py), "" where nothing says so
+    spread: float = 1.0  # the largest median over fastest of these timings: a speedup is uncertain by about this factor
 
     @property
     def cost_ratio(self) -> float:

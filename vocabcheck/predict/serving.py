@@ -28,6 +28,7 @@ class ServeRow:
     batch_size: int
     k: int
     speedup: float  # 1.0 where k is 0
+    spread: float = 1.0  # the costs' timings' median over fastest at this batch size (Costs.spread)
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,10 @@ def _same(prediction: Prediction, candidate: Candidate) -> Candidate | None:
 
 
 def _row(batch_size: int, candidate: Candidate) -> ServeRow:
-    best = candidate.best
+    best, spread = candidate.best, candidate.costs.spread if candidate.costs else 1.0
     if best.speedup < 1.0 + MARGIN:
-        return ServeRow(batch_size, 0, 1.0)
-    return ServeRow(batch_size, best.k, best.speedup)
+        return ServeRow(batch_size, 0, 1.0, spread)
+    return ServeRow(batch_size, best.k, best.speedup, spread)
 
 
 @dataclass(frozen=True)

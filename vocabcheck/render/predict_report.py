@@ -182,6 +182,7 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
             "best_k": candidate.best.k if candidate.best else None,
             "cost_ratio": costs.cost_ratio if costs else None,
             "cost_noise": (costs.noise or None) if costs else None,
+            "cost_spread": costs.spread if costs else None,
             "draft_step_ms": 1000 * costs.draft_step_s if costs else None,
             "target_step_ms": 1000 * costs.target_step_s if costs else None,
             "verify_cost": {str(k): costs.verify_cost(k) for k in (p.k for p in candidate.greedy)} if costs else {},
@@ -199,7 +200,8 @@ def serve_document(item: ServeConfig) -> dict[str, Any]:
     plan = item.plan
     return {"draft": plan.draft if plan.method.needs_draft else None, "method": plan.method,
             "same_rows": plan.same_rows,
-            "per_batch_size": [{"batch_size": r.batch_size, "k": r.k, "speedup": r.speedup} for r in plan.rows],
+            "per_batch_size": [{"batch_size": r.batch_size, "k": r.k, "speedup": r.speedup, "spread": r.spread}
+                               for r in plan.rows],
             "speculative_config": item.config, "validated_by": item.validated_by, "refused": item.refused}
 
 

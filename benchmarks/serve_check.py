@@ -1,0 +1,148 @@
+"""Does `predict --batch-sizes` tell the k to serve with? Its table against a bench of every fixed k, on one pair.
+
+    python -m benchmarks.serve_check TARGET DRAFT --bench reports/bench-auto --out reports/serve
+
+1. ``vocabcheck predict TARGET DRAFT --prompt-file P -k 1,2,4,8 --batch-sizes 1,4,16 --max-new-tokens 64
+   --ignore-eos --json`` on the quiet machine, and once more beside one CPU burner (a process spinning for as long as
+   it runs: half of a 2-core machine);
+2. the bench already made with ``--predict`` over the same prompts, batch sizes and k values
+   (``vocabcheck bench TARGET DRAFT -k 1,2,4,8,auto --batch-sizes 1,4,16 --prompts P --predict ... --report B``;
+   its cells carry the prediction made with the bench's own models beside each measurement);
+3. per method and batch size: the k predict serves (0: no speculation) against the measured best fixed k and the
+   top two; the served k's measured TPOT against the best fixed k's and against no speculation's; and per cell the
+   bench's predicted speedup against its measured one. The rows of issue 35's "done when" are checked as stated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from vocabcheck import atomic
+from vocabcheck.provenance import current
+
+ROOT = Path(__file__).resolve().parent.parent
+NAMES = {"draft": "draft model", "ngram": "n-gram"}
+
+
+def predict(target: str, draft: str, prompts: str, sizes: str, ks: str, burners: int) -> tuple[list[str], dict]:
+    argv = ["predict", target, draft, "--prompt-file", prompts, "-k", ks, "--batch-sizes", sizes,
+            "--max-new-tokens", "64", "--ignore-eos", "--json"]
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
+    try:
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "VOCABCHECK_CACHE": cache, "HF_HUB_OFFLINE": "1"}
+            done = subprocess.run([sys.executable, "-m", "vocabcheck", *argv], cwd=ROOT, env=env,
+                                  capture_output=True, text=True)
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()
+    if done.returncode != 0:
+        raise SystemExit(f"serve_check: predict exit {done.returncode}: {done.stderr.strip()[-400:]}")
+    return argv, json.loads(done.stdout)
+
+
+def served(document: dict) -> dict[tuple[str, int], int]:
+    """(method, batch size) → the k predict serves it with."""
+    return {(plan["method"], row["batch_size"]): row["k"] for plan in document["serve"]
+            for row in plan["per_batch_size"]}
+
+
+def ranking(document: dict) -> dict[int, list[tuple[str, int]]]:
+    """Per batch size, the candidates' (method, best k) in rank order."""
+    out = {}
+    for at in document["per_batch_size"]:
+        candidates = [c for c in at["drafts"] + [at["ngram"]] if c]
+        out[at["batch_size"]] = [(c["method"], c["best_k"]) for c in sorted(candidates, key=lambda c: c["rank"])]
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target")
+    parser.add_argument("draft")
+    parser.add_argument("--bench", type=Path, required=True, help="a bench report directory made with --predict")
+    parser.add_argument("--prompts", default="benchmarks/prompts-16.jsonl")
+    parser.add_argument("--out", type=Path, default=ROOT / "reports" / "serve")
+    args = parser.parse_args()
+    bench = json.loads((args.bench / "bench.json").read_text())
+    sizes = ",".join(str(b) for b in bench["plan"]["batch_sizes"])
+    ks = ",".join(str(k) for k in bench["plan"]["ks"] if k != "auto")
+    print("serve_check: predict, quiet", file=sys.stderr, flush=True)
+    argv, quiet = predict(args.target, args.draft, args.prompts, sizes, ks, 0)
+    print("serve_check: predict, beside one burner", file=sys.stderr, flush=True)
+    _, busy = predict(args.target, args.draft, args.prompts, sizes, ks, 1)
+    rows = {(r["method"], r["batch_size"], r["k"]): r for r in bench["rows"]}
+    table = served(quiet)
+    lines = ["# `predict --batch-sizes` against a bench of every fixed k", "",
+             f"- command: `python -m benchmarks.serve_check {shlex.join(sys.argv[1:])}`",
+             f"- {current().line()}",
+             f"- predict: `vocabcheck {shlex.join(argv)}` (quiet; then the same beside one CPU burner)",
+             f"- bench: `{bench['command']}` ({args.bench}/bench.md; its header says what ran)",
+             f"- quiet predict's noise: {quiet['noise'] or 'none said'}; beside the burner: "
+             f"{'; '.join(filter(None, (p['noise'] for p in busy['per_batch_size']))) or 'none said'}", "",
+             "## The served k against the measured cells", "",
+             "| method | batch | served k | measured best fixed k (top two) | served / best fixed TPOT | "
+             "served / none TPOT | within 5 % of best | not > 5 % slower than none |",
+             "|---|---|---|---|---|---|---|---|"]
+    checks = []
+    for method in ("draft", "ngram"):
+        for batch in bench["plan"]["batch_sizes"]:
+            none = rows.get(("none", batch, None))
+            fixed = sorted((r for (m, b, k), r in rows.items() if m == method and b == batch and isinstance(k, int)),
+                           key=lambda r: r["tpot_ms"])
+            if none is None or not fixed or (method, batch) not in table:
+                continue
+            k = table[(method, batch)]
+            tpot = none["tpot_ms"] if k == 0 else rows[(method, batch, k)]["tpot_ms"]
+            best = fixed[0]
+            to_best, to_none = tpot / min(best["tpot_ms"], none["tpot_ms"]), tpot / none["tpot_ms"]
+            top = [r["k"] for r in fixed[:2]]
+            checks.append((to_best <= 1.05, to_none <= 1.05))
+            lines.append(f"| {NAMES[method]} | {batch} | {k} | {best['k']} ({', '.join(map(str, top))}) | "
+                         f"{to_best:.3f} | {to_none:.3f} | {'yes' if to_best <= 1.05 else 'NO'} | "
+                         f"{'yes' if to_none <= 1.05 else 'NO'} |")
+    lines += ["", "(\"best\" is the fastest of every fixed k and no speculation: a served 0 is measured as no "
+              "speculation.)", "", "## Predicted against measured speedup, per cell (the bench's --predict column)", "",
+              "| method | batch | k | predicted | measured | predicted / measured |", "|---|---|---|---|---|---|"]
+    errors = []
+    for (method, batch, k), row in sorted(rows.items(), key=lambda item: str(item[0])):
+        if method == "none" or not isinstance(k, int) or row.get("predicted_speedup") is None:
+            continue
+        ratio = row["predicted_speedup"] / row["speedup"]
+        errors.append(abs(ratio - 1))
+        lines.append(f"| {NAMES[method]} | {batch} | {k} | {row['predicted_speedup']:.2f}× | {row['speedup']:.2f}× | "
+                     f"{ratio:.2f} |")
+    same = ranking(quiet) == ranking(busy)
+    noisy = any(p["noise"] for p in busy["per_batch_size"])
+    lines += ["", "## Done when (issue 35), as measured here", "",
+              f"- served k within 5 % of the best fixed k: {sum(a for a, _ in checks)} of {len(checks)} cells",
+              f"- served k never more than 5 % slower than no speculation: {sum(b for _, b in checks)} of "
+              f"{len(checks)} cells",
+              f"- predicted speedup within ±15 % of measured: {sum(e <= 0.15 for e in errors)} of {len(errors)} cells "
+              f"(largest miss {max(errors, default=0):.0%})",
+              f"- beside one burner: ranking and best k {'unchanged' if same else 'changed'}; "
+              f"predict said {'its figures are too noisy' if noisy else 'nothing of noise'} "
+              f"({'never a confident wrong answer' if same or noisy else 'a CONFIDENT WRONG answer'})", "",
+              "## predict's serving config (quiet)", ""]
+    for plan in quiet["serve"]:
+        name = NAMES[plan["method"]]
+        lines.append(f"- {name}: `{json.dumps(plan['speculative_config'])}`"
+                     f"{' (' + plan['validated_by'] + ')' if plan['validated_by'] else ''}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(args.out / "README.md", "\n".join(lines) + "\n")
+    atomic.write_text(args.out / "predict-quiet.json", json.dumps(quiet, indent=2) + "\n")
+    atomic.write_text(args.out / "predict-busy.json", json.dumps(busy, indent=2) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
