@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from benchmarks.burner import run_beside
 from vocabcheck import atomic
 from vocabcheck.provenance import current
 
@@ -28,16 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def bench(target: str, draft: str, out: Path, burners: int) -> tuple[list[str], dict]:
     argv = ["bench", target, draft, "--methods", "none,ngram,draft", "-k", "4,auto", "--batch-sizes", "1,4",
             "--max-new-tokens", "24", "--warmup", "1", "--repeat", "1", "--report", str(out)]
-    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
-    try:
-        with tempfile.TemporaryDirectory() as cache:
-            env = {**os.environ, "VOCABCHECK_CACHE": cache, "HF_HUB_OFFLINE": "1"}
-            done = subprocess.run([sys.executable, "-m", "vocabcheck", *argv], cwd=ROOT, env=env,
-                                  capture_output=True, text=True)
-    finally:
-        for process in spinning:
-            process.kill()
-            process.wait()
+    done = run_beside(argv, burners)
     if done.returncode not in (0, 1):
         raise SystemExit(f"busy_bench: exit {done.returncode}: {done.stderr.strip()[-400:]}")
     return argv, json.loads((out / "bench.json").read_text())

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
+from benchmarks.burner import run_beside
 from vocabcheck import atomic
 from vocabcheck.provenance import current
 
@@ -34,16 +32,7 @@ NAMES = {"draft": "draft model", "ngram": "n-gram"}
 def predict(target: str, draft: str, prompts: str, sizes: str, ks: str, burners: int) -> tuple[list[str], dict]:
     argv = ["predict", target, draft, "--prompt-file", prompts, "-k", ks, "--batch-sizes", sizes,
             "--max-new-tokens", "64", "--ignore-eos", "--json"]
-    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(burners)]
-    try:
-        with tempfile.TemporaryDirectory() as cache:
-            env = {**os.environ, "VOCABCHECK_CACHE": cache, "HF_HUB_OFFLINE": "1"}
-            done = subprocess.run([sys.executable, "-m", "vocabcheck", *argv], cwd=ROOT, env=env,
-                                  capture_output=True, text=True)
-    finally:
-        for process in spinning:
-            process.kill()
-            process.wait()
+    done = run_beside(argv, burners)
     if done.returncode != 0:
         raise SystemExit(f"serve_check: predict exit {done.returncode}: {done.stderr.strip()[-400:]}")
     return argv, json.loads(done.stdout)
