@@ -27,15 +27,19 @@ from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {"draft": "draft model", "ngram": "n-gram"}
+REUSED = "both read back from predict-quiet.json and predict-busy.json, made by an earlier run of this command"
 
 
-def predict(target: str, draft: str, prompts: str, sizes: str, ks: str, burners: int) -> tuple[list[str], dict]:
-    argv = ["predict", target, draft, "--prompt-file", prompts, "-k", ks, "--batch-sizes", sizes,
+def predict_argv(target: str, draft: str, prompts: str, sizes: str, ks: str) -> list[str]:
+    return ["predict", target, draft, "--prompt-file", prompts, "-k", ks, "--batch-sizes", sizes,
             "--max-new-tokens", "64", "--ignore-eos", "--json"]
+
+
+def predict(argv: list[str], burners: int) -> dict:
     done = run_beside(argv, burners)
     if done.returncode != 0:
         raise SystemExit(f"serve_check: predict exit {done.returncode}: {done.stderr.strip()[-400:]}")
-    return argv, json.loads(done.stdout)
+    return json.loads(done.stdout)
 
 
 def served(document: dict) -> dict[tuple[str, int], int]:
@@ -53,6 +57,12 @@ def ranking(document: dict) -> dict[int, list[tuple[str, int]]]:
     return out
 
 
+def _noise(document: dict) -> str:
+    """Per batch size, the first reason predict gave for calling its costs noise ("none" where it gave none)."""
+    said = [f"batch {p['batch_size']}: {p['noise'].split('; ')[0]}" for p in document["per_batch_size"] if p["noise"]]
+    return "; ".join(said) or "none"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("target")
@@ -60,23 +70,30 @@ def main() -> int:
     parser.add_argument("--bench", type=Path, required=True, help="a bench report directory made with --predict")
     parser.add_argument("--prompts", default="benchmarks/prompts-16.jsonl")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "serve")
+    parser.add_argument("--reuse", action="store_true",
+                        help="read both predictions from OUT/predict-{quiet,busy}.json (made by an earlier run with "
+                             "the same arguments) instead of running predict again")
     args = parser.parse_args()
     bench = json.loads((args.bench / "bench.json").read_text())
     sizes = ",".join(str(b) for b in bench["plan"]["batch_sizes"])
     ks = ",".join(str(k) for k in bench["plan"]["ks"] if k != "auto")
-    print("serve_check: predict, quiet", file=sys.stderr, flush=True)
-    argv, quiet = predict(args.target, args.draft, args.prompts, sizes, ks, 0)
-    print("serve_check: predict, beside one burner", file=sys.stderr, flush=True)
-    _, busy = predict(args.target, args.draft, args.prompts, sizes, ks, 1)
+    argv = predict_argv(args.target, args.draft, args.prompts, sizes, ks)
+    if args.reuse:
+        quiet, busy = (json.loads((args.out / f"predict-{name}.json").read_text()) for name in ("quiet", "busy"))
+    else:
+        print("serve_check: predict, quiet", file=sys.stderr, flush=True)
+        quiet = predict(argv, 0)
+        print("serve_check: predict, beside one burner", file=sys.stderr, flush=True)
+        busy = predict(argv, 1)
     rows = {(r["method"], r["batch_size"], r["k"]): r for r in bench["rows"]}
     table = served(quiet)
     lines = ["# `predict --batch-sizes` against a bench of every fixed k", "",
              f"- command: `python -m benchmarks.serve_check {shlex.join(sys.argv[1:])}`",
              f"- {current().line()}",
-             f"- predict: `vocabcheck {shlex.join(argv)}` (quiet; then the same beside one CPU burner)",
+             f"- predict: `vocabcheck {shlex.join(argv)}` (quiet; then the same beside one CPU burner; "
+             f"{REUSED if args.reuse else 'both run by this command'})",
              f"- bench: `{bench['command']}` ({args.bench}/bench.md; its header says what ran)",
-             f"- quiet predict's noise: {quiet['noise'] or 'none said'}; beside the burner: "
-             f"{'; '.join(filter(None, (p['noise'] for p in busy['per_batch_size']))) or 'none said'}", "",
+             f"- noise predict said: quiet, {_noise(quiet)}; beside the burner, {_noise(busy)}", "",
              "## The served k against the measured cells", "",
              "| method | batch | served k | measured best fixed k (top two) | served / best fixed TPOT | "
              "served / none TPOT | within 5 % of best | not > 5 % slower than none |",
@@ -84,7 +101,7 @@ def main() -> int:
     checks = []
     for method in ("draft", "ngram"):
         for batch in bench["plan"]["batch_sizes"]:
-            none = rows.get(("none", batch, None))
+            none = rows.get(("none", batch, 0))  # plain decoding's row (k 0)
             fixed = sorted((r for (m, b, k), r in rows.items() if m == method and b == batch and isinstance(k, int)),
                            key=lambda r: r["tpot_ms"])
             if none is None or not fixed or (method, batch) not in table:

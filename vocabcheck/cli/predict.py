@@ -62,8 +62,8 @@ def predict(
         Sampling(temperature=value)
     request = PredictRequest(
         target=target, drafts=tuple(drafts or ()), k_values=_k_values(k, BadOption),
-        temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=sizes[0], batch_sizes=sizes[1:], chat=chat,
-        ngram=ngram, device=device, dtype=dtype,
+        temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=sizes[0], batch_sizes=sizes[1:],
+        chat=chat, ngram=ngram, device=device, dtype=dtype,
         options=DecodeOptions(method=Method.NONE, max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
                               ngram_max=ngram_max, ignore_eos=ignore_eos))
     if not request.drafts and not ngram:

@@ -135,7 +135,8 @@ def serve_table(predictions: Sequence[Prediction], serve: Sequence[ServeConfig])
         table.add_column(f"batch {size}", justify="right")
     names = short_paths([item.plan.draft if item.plan.method.needs_draft else "n-gram lookup" for item in serve], 30)
     for name, item in zip(names, serve):
-        cells = {row.batch_size: (f"k={row.k} · {row.speedup:.2f}×" if row.k else "0 · plain") for row in item.plan.rows}
+        cells = {row.batch_size: (f"k={row.k} · {row.speedup:.2f}×" if row.k else "0 · plain")
+                 for row in item.plan.rows}
         table.add_row(Text(printable(name)), *(cells[size] for size in sizes))
     return table
 
