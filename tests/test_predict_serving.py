@@ -80,6 +80,15 @@ def test_the_table_serves_each_batch_size_its_best_k_and_none_where_speculation_
     assert [r.k for r in ngram.rows] == [0, 0, 0, 0] and vllm.plan_config(ngram) is None  # never pays: none
 
 
+def test_the_table_follows_batch_size_whatever_order_the_sizes_were_given_in():
+    """`--batch-sizes 4,1,64,16` shows batch 4's tables first; the serving table still runs from batch 1 upwards."""
+    given = table_predictions()
+    shuffled = [given[1], given[0], given[3], given[2]]
+    assert [p.rows for p in serving.plans(shuffled)] == \
+        [p.rows for p in serving.plans(given)]
+    assert serving.plans(shuffled)[0].schedule() == ((1, 3, 4), (4, 15, 2), (16, 64, 0))
+
+
 def test_one_k_for_every_batch_size_is_one_number_and_the_table_starts_at_batch_1():
     same = [prediction(size, candidate({2: 1.5, 4: 1.4}, method=Method.NGRAM, draft="ngram")) for size in (2, 8)]
     plan, = serving.plans(same)

@@ -177,7 +177,7 @@ def serve_configs(target: str, plans, *, ngram_min: int = 1, ngram_max: int = 3,
         try:
             validate(target, dict(config))
         except InputError as exc:
-            out.append(ServeConfig(plan, config, refused=str(exc.__cause__ and refusal(exc.__cause__) or exc)))
+            out.append(ServeConfig(plan, config, refused=refusal(exc.__cause__ or exc)))
             continue
         out.append(ServeConfig(plan, config, validated_by=f"vLLM {version()}"))
     return tuple(out)

@@ -60,20 +60,21 @@ class ServePlan:
 
 
 def plans(predictions: Sequence[Prediction]) -> tuple[ServePlan, ...]:
-    """One plan per candidate that has predicted speedups at every batch size (one prediction per batch size, in
-    increasing order, candidates as :func:`vocabcheck.predict.predictor.predict_batches` returns them), ranked as the
-    first batch size ranks them; none where any batch size's costs were disturbed (``Prediction.noise``) or where a
-    draft runs through a translation (no engine serves one)."""
+    """One plan per candidate that has predicted speedups at every batch size (one prediction per batch size, in any
+    order, as :func:`vocabcheck.predict.predictor.predict_batches` returns them: the first given first), its rows in
+    increasing batch size, ranked as the first prediction ranks them; none where any batch size's costs were disturbed
+    (``Prediction.noise``) or where a draft runs through a translation (no engine serves one)."""
     if not predictions or any(p.noise for p in predictions):
         return ()
+    by_size = sorted(predictions, key=lambda p: p.batch_size)
     out = []
     for candidate in predictions[0].candidates:
-        same = [_same(p, candidate) for p in predictions]
+        same = [_same(p, candidate) for p in by_size]
         if candidate.refused or candidate.translated or any(c is None or c.best is None
                                                              or c.best.speedup is None for c in same):
             continue
         out.append(ServePlan(candidate.draft, candidate.method, tuple(_row(p.batch_size, c)
-                                                                      for p, c in zip(predictions, same)),
+                                                                      for p, c in zip(by_size, same)),
                              same_rows=candidate.same_rows))
     return tuple(out)
 
