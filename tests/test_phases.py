@@ -27,6 +27,19 @@ def test_off_a_terminal_each_phase_is_a_line_and_a_long_one_has_a_heartbeat():
     assert lines.count("vocabcheck: writing the target") == 1
 
 
+def test_a_heartbeat_only_follows_a_whole_interval_of_silence():
+    """A phase that reports its own steps (training: step 10/100) is not interrupted by "still … (0 s)": every
+    heartbeat line comes a whole interval after the last line, so its seconds are at least the interval."""
+    log = io.StringIO()
+    tick = threading.Event()
+    with phases(Console(file=log, force_terminal=False), "training: step 0", heartbeat_s=1.0) as say:
+        for step in range(1, 151):  # a new line every 10 ms for about 1.5 s: more than one interval in all
+            tick.wait(0.01)
+            say(f"training: step {step}")
+    stills = [line for line in log.getvalue().splitlines() if line.startswith("vocabcheck: still")]
+    assert all(int(line.rsplit("(", 1)[1].split()[0]) >= 1 for line in stills), stills
+
+
 def test_on_a_terminal_no_log_lines_are_written():
     log = io.StringIO()
     console = Console(file=log, force_terminal=True)

@@ -220,6 +220,57 @@ def test_a_disturbed_cost_never_makes_a_useless_draft_pay():
             assert costs.speedup(accepted, k) <= accepted  # never more than the tokens a step yields
 
 
+def test_the_decoder_s_own_steps_price_k_and_are_held_to_what_a_step_costs():
+    """Where the decoder's own steps were timed (the draft's passes and catch-up, the verification and the host's
+    work: what the forwards alone left out, over-predicting the draft by 1.11-1.50x) they price the speedup: L over
+    the mean step in plain steps, each step priced by the proposals it verified. A disturbed timing (a step cheaper
+    than the forwards it runs, or than a narrower step) is held to at least those forwards and never less than the
+    narrower step, so a draft that accepts nothing never pays."""
+    from vocabcheck.predict.result import Costs
+
+    forwards = Costs(target_step_s=0.010, draft_step_s=0.001, verify_s=((2, 0.011), (3, 0.012), (5, 0.013)))
+    steps = Costs(target_step_s=0.010, draft_step_s=0.001, verify_s=((2, 0.011), (3, 0.012), (5, 0.013)),
+                  plain_step_s=0.010, step_s=((1, 0.016), (2, 0.009), (4, 0.030)))
+    assert [steps.width_cost(w) for w in (1, 2, 3, 4, 8)] == pytest.approx([1.6, 1.6, 2.3, 3.0, 3.0])
+    assert steps.width_cost(2) >= steps.forwards_cost(2)
+    assert forwards.step_cost(1) is None  # not timed: the forwards price it
+    assert steps.speedup(2.4, 1) == pytest.approx(2.4 / 1.6)
+    assert forwards.speedup(2.4, 3) == pytest.approx(2.4 / (3 * 0.1 + 1.2))
+    # a run's steps by width (its last steps propose only what is left): their mean price
+    assert steps.step_cost(4, ((4, 3), (1, 1))) == pytest.approx((3 * 3.0 + 1.6) / 4)
+    disturbed = Costs(target_step_s=0.010, draft_step_s=0.001, verify_s=(), plain_step_s=0.010, step_s=((1, 0.007),))
+    assert disturbed.step_cost(1) == pytest.approx(1.1)  # a plain step and a draft forward at least
+    assert disturbed.speedup(1.0, 1) < 1.0  # nothing accepted: never predicted to pay
+    for k in (1, 2, 4):
+        for accepted in (1.0, 1.5, 3.0):
+            assert steps.speedup(accepted, k) <= accepted
+    # n-gram lookup verifies only what it found, often fewer than k: a run whose steps mostly found nothing costs
+    # what its own steps without proposals cost (a little more than plain decoding's: the lookup, the bookkeeping),
+    # not a verification over k + 1 tokens; and a step is held to a plain step
+    lookup = Costs(target_step_s=0.010, draft_step_s=0.0, verify_s=((9, 0.019),), full_width=False,
+                   plain_step_s=0.010, step_s=((0, 0.0105), (4, 0.014), (8, 0.013)))
+    assert lookup.step_cost(8, ((0, 6), (4, 2), (8, 2))) == pytest.approx((6 * 1.05 + 2 * 1.4 + 2 * 1.4) / 10)
+    assert Costs(0.010, 0.0, (), full_width=False, plain_step_s=0.010, step_s=((2, 0.008),)).step_cost(2) == 1.0
+
+
+def test_a_greedy_replay_counts_its_steps_by_the_width_they_verify():
+    """The widths a prediction prices its steps by: a draft model verifies k every step but the last ones (only what
+    is left to generate), n-gram lookup what its lookup found (the most any row of the batch found)."""
+    from vocabcheck.predict.steps import RowRuns, greedy_counts
+
+    draft = RowRuns(length=10, budget=10, matched=(0,) * 10)  # nothing accepted: one token a step, 9 after prefill
+    assert dict(greedy_counts([draft], 4, 1).widths) == {4: 5, 3: 1, 2: 1, 1: 1, 0: 1}  # the last token: plain
+    lookup = [RowRuns(length=6, budget=6, matched=(0,) * 6, available=(0, 0, 2, 0, 1, 0)),
+              RowRuns(length=6, budget=6, matched=(0,) * 6, available=(0, 3, 0, 0, 0, 0))]
+    assert dict(greedy_counts(lookup, 4, 2).widths) == {3: 2, 2: 2, 0: 4, 1: 2}  # a step once per row it ran for
+    assert sum(dict(greedy_counts(lookup, 4, 1).widths).values()) == greedy_counts(lookup, 4, 1).steps
+    # a row that ends first leaves the batch's later steps to the other: they count for one row, not two
+    uneven = [RowRuns(length=6, budget=6, matched=(0,) * 6), RowRuns(length=3, budget=3, matched=(0,) * 3)]
+    counted = greedy_counts(uneven, 4, 2)
+    assert dict(counted.widths) == {4: 2, 3: 2, 2: 1, 1: 1, 0: 1}
+    assert sum(n for _, n in counted.widths) == counted.steps  # as `run` counts steps: per row
+
+
 def test_costs_measured_on_a_busy_machine_say_the_ranking_is_noise_in_every_view():
     """Under load predict's best k and ranking changed between runs; where its timings were disturbed (other
     processes busy, or forwards whose median is far from their fastest) it says the speedups are too noisy to rank

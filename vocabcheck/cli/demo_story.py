@@ -21,8 +21,8 @@ PROMPT = '''def binary_search(items, target):
 
 def tell(rebuild: bool = False, bench: bool = True) -> None:
     out = terminal.console()
-    with phases(terminal.console(stderr=True), "looking for the demo pair (the first run trains it: about 15 to 30 "
-                                              "minutes on 2 cores, once)") as say:
+    with phases(terminal.console(stderr=True), "looking for the demo pair (the first run trains it, once: about 1 "
+                                              "minute on 2 idle cores, 5 on busy ones)") as say:
         pair = demo_pair(rebuild=rebuild, progress=say)
     _introduce(out, pair)
     _compare(out, pair)

@@ -39,6 +39,9 @@ from .translate import Translator
 from .verify import accept, emitted_tokens, verify
 
 OnTokens = Callable[[int, list[int]], None]
+OnStep = Callable[[int, int, "float | None", int, int], None]
+"""Called after each step with what the ``-k auto`` controller is given: the draft forwards, the verified slots, the
+step's seconds (None for a call's first step), the live rows and the positions the draft caught up on."""
 
 
 @dataclass
@@ -82,6 +85,7 @@ class Batch:
     eos: frozenset[int]
     clock: Clock | None = None
     on_tokens: OnTokens | None = None
+    on_step: OnStep | None = None
     stamp: float | None = None  # when the previous step ended (None: before the first step)
 
     def elapsed(self) -> float:
@@ -97,14 +101,16 @@ class Batch:
 
 def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = DecodeOptions(), *, draft=None,
              alignment: Alignment | None = None, translator: Translator | None = None, eos_ids: Sequence[int] = (),
-             on_tokens: OnTokens | None = None, generator: torch.Generator | None = None) -> Generation:
+             on_tokens: OnTokens | None = None, generator: torch.Generator | None = None,
+             on_step: OnStep | None = None) -> Generation:
     """Generate up to ``options.max_new_tokens`` tokens after each prompt (lists of target token ids).
 
     The draft method needs ``draft`` and either the pair's ``alignment`` (one tokenizer, rows padded or cut) or a
     ``translator`` (two tokenizers, through their shared tokens). ``on_tokens(row, ids)`` is called with each row's
     newly accepted tokens as they are accepted. ``generator`` is the sampler's random stream (on the target's
     device); a caller that generates in several batches passes one stream to all of them, so that repeated prompts
-    get independent samples. Without one, the call seeds its own from ``options.seed``. Ctrl-C stops the call where
+    get independent samples. Without one, the call seeds its own from ``options.seed``. ``on_step`` sees every step's
+    time as the ``-k auto`` controller does (:data:`OnStep`; `predict` prices k with it). Ctrl-C stops the call where
     it is: the result holds what was accepted so far, with ``interrupted`` set.
 
     A model whose cache vocabcheck's loop cannot drive (its config says so, or the behavioural check on its loaded
@@ -119,7 +125,7 @@ def generate(target, prompts: Sequence[Sequence[int]], options: DecodeOptions = 
                     _where(draft)) is not None:  # only plain decoding gets here with a problem
         return generate_plain(target, prompts, options, eos_ids, on_tokens)
     batch = start_batch(target, prompts, options, draft=draft, alignment=alignment, translator=translator,
-                        eos_ids=eos_ids, on_tokens=on_tokens, generator=generator)
+                        eos_ids=eos_ids, on_tokens=on_tokens, generator=generator, on_step=on_step)
     interrupted, signum = False, 0
     try:
         with torch.inference_mode():
@@ -141,7 +147,7 @@ def _where(model) -> str | None:
 
 
 def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, translator, eos_ids,
-                on_tokens, generator=None) -> Batch:
+                on_tokens, generator=None, on_step: OnStep | None = None) -> Batch:
     device = next(target.parameters()).device
     if device.type == "cpu":
         keep_freed_memory()  # a wide step's logits from the heap, not a fresh mapping each step
@@ -159,7 +165,7 @@ def start_batch(target, prompts, options: DecodeOptions, *, draft, alignment, tr
                  live=list(range(size)), last=torch.zeros(size, dtype=torch.long, device=device),
                  generator=generator, metrics=metrics,
                  start=time.perf_counter(), eos=frozenset(() if options.ignore_eos else eos_ids),
-                 clock=Clock(device) if timed else None, on_tokens=on_tokens)
+                 clock=Clock(device) if timed else None, on_tokens=on_tokens, on_step=on_step)
 
 
 def prefill(batch: Batch, prompts: Sequence[Sequence[int]]) -> None:
@@ -246,6 +252,8 @@ def observe_time(batch: Batch, width: int, live: int, at: float, catch_up: int =
     forwards = width * (batch.proposer.forwards_per_position if batch.proposer is not None else 0)
     seconds = at - batch.stamp if batch.stamp is not None else None
     batch.controller.observe_step(forwards, live * (width + 1), seconds, live, catch_up)
+    if batch.on_step is not None:
+        batch.on_step(forwards, live * (width + 1), seconds, live, catch_up)
     batch.stamp = at
 
 

@@ -16,7 +16,7 @@ from ..methods import Method
 from ..verdict import Comparison, Verdict, judge, translation_blockers
 from .load.cache_check import check_models
 from .device import resolve_device, resolve_dtype
-from .engine import OnTokens, generate
+from .engine import OnStep, OnTokens, generate
 from .load.loading import Prompt, check_rollback, check_room, encode_prompts, load_model
 from .metrics import Metrics
 from .options import DecodeOptions
@@ -83,15 +83,15 @@ class Session:
         return encode_prompts(self.target_profile, prompts, chat)
 
     def generate_ids(self, prompt_ids: Sequence[Sequence[int]], options: DecodeOptions,
-                     on_tokens: OnTokens | None = None, generator=None) -> Generation:
-        if options.method not in self.request.methods:
+                     on_tokens: OnTokens | None = None, generator=None, on_step: OnStep | None = None) -> Generation:
+        if options.method not in self.request.methods and options.method.proposes:  # plain decoding always runs
             raise ValueError(f"this session was started for {', '.join(self.request.methods)}, not {options.method}")
         use_draft = options.method.needs_draft
         translated = use_draft and self.translator is not None
         return generate(self.target_model, prompt_ids, options, draft=self.draft_model if use_draft else None,
                         alignment=self.comparison.alignment if use_draft and not translated else None,
                         translator=self.translator if translated else None, eos_ids=self.eos_ids,
-                        on_tokens=on_tokens, generator=generator)
+                        on_tokens=on_tokens, generator=generator, on_step=on_step)
 
     def generate(self, prompts: Sequence[Prompt], options: DecodeOptions, *, chat: bool = False,
                  batch_size: int = 1, on_tokens: OnTokens | None = None) -> RunResult:

@@ -1,11 +1,19 @@
-"""The costs a speedup depends on, measured in this process on this device: one plain target step, one draft
-forward, and one verification pass by width (tokens per row), each at the prediction's batch size over a warm cache
-of a typical context, through the decoder's own :class:`vocabcheck.decode.state.KVState` (and CPU output head).
+"""The costs a speedup depends on, measured in this process on this device, at the prediction's batch size.
 
-Each figure is the fastest of several timed forwards after a warm-up; the cache is rolled back after each, so
-every forward sees the same context. Where other processes used more than :data:`vocabcheck.machine.BUSY_SHARE` of
-the CPUs while they ran, or a width's median forward was more than :data:`NOISY_SPREAD` times its fastest, the costs
-say so (``Costs.noise``) and `predict` says its speedups are too noisy to rank, instead of ranking them."""
+**The decoder's own steps** (:func:`step_costs`): short generations by the decoder itself at every k and with no
+speculation, interleaved, each step timed as ``-k auto``'s controller times it (from the end of the previous step to
+the end of this one: the draft's passes and catch-up, the verification, the acceptance, the read-back and the host's
+bookkeeping). A speedup is priced from them: tokens per step over the step's time in plain steps.
+
+**The forwards** (:func:`target_costs`, :func:`draft_costs`): one plain target step, one draft forward, and one
+verification pass by width (tokens per row), over a warm cache of a typical context, through the decoder's own
+:class:`vocabcheck.decode.state.KVState` (and CPU output head); each the fastest of several timed forwards after a
+warm-up, the cache rolled back after each. They give the cost ratio ``c`` and the verification cost the reports
+show, and price a k where no step was timed.
+
+Where other processes used more than :data:`vocabcheck.machine.BUSY_SHARE` of the CPUs while they ran, or a
+timing's median was more than :data:`NOISY_SPREAD` times its fastest, the costs say so (``Costs.noise``) and
+`predict` says its speedups are too noisy to rank, instead of ranking them."""
 
 from __future__ import annotations
 
@@ -15,14 +23,20 @@ from collections.abc import Callable, Sequence
 import torch
 
 from ..decode.device import Clock, host_to_device
+from ..decode.options import DecodeOptions
 from ..decode.state import KVState
 from ..machine import BUSY_SHARE, CpuSample
+from ..methods import Method
 from .result import Costs
 
 REPEATS = 3  # timed rounds at least; more, up to MAX_REPEATS, while the rounds took under MIN_SECONDS
 MAX_REPEATS = 200
 MIN_SECONDS = 1.0
 NOISY_SPREAD = 1.25  # a width's median forward over its fastest beyond which the machine was disturbing it
+STEP_TOKENS = 64  # new tokens per row in each timed generation of the decoder's steps at most (the run's own length
+# where shorter: a generation's last step proposes only what is left to generate, so its length sets the mean step)
+STEP_ROUNDS = 3  # timed rounds of those generations, every k in each, after one warm-up round
+STEP_SAMPLES = 8  # steps of a width in every round for its scatter across rounds to say the machine was disturbing it
 
 
 class Timer:
@@ -104,3 +118,49 @@ def draft_costs(draft, to_input, context: Sequence[int], batch: int, device, tar
     draft_step = timer.seconds([1])[1]
     return Costs(target_step_s=target_step_s, draft_step_s=draft_step, verify_s=verify_s,
                  noise="; ".join(dict.fromkeys(r for r in (noise, timer.noise) if r)), spread=max(spread, timer.spread))
+
+
+def step_costs(session, prompt_ids: Sequence[Sequence[int]], batch: int, method: Method, k_values: Sequence[int],
+               max_new_tokens: int) -> tuple[float, tuple[tuple[int, float], ...], str, float]:
+    """The decoder's own steps at ``batch`` rows, in seconds: its plain-decoding step, and a speculative run's mean
+    step by the proposals it verified per row; why they cannot be trusted ("" where nothing says so); and their
+    spread (the largest median over fastest round).
+
+    Each round generates :data:`STEP_TOKENS` tokens per row (the run's own length where shorter) for the first
+    ``batch`` prompts (repeated where there are fewer) with no speculation and at every k in turn, eos ignored,
+    and sorts the speculative runs' steps by their width: what the run proposed per row (k for a draft model, but
+    fewer at a generation's end; what the lookup found for n-gram lookup), so that a prediction prices each k by
+    the widths its own replay over every prompt verifies (:meth:`Costs.step_cost`). A step counts once per row it
+    ran for (a row's time per token is the mean of the steps it ran in; the steps after other rows finished are
+    cheaper and serve fewer rows). A call's first step, which pays for the prefill's tail and the draft's, is no
+    sample. A round's figure per width is its mean step; the figure is the median over :data:`STEP_ROUNDS` rounds
+    after a warm-up round (the CPU head choosing its kernels, the allocator)."""
+    prompts = [list(prompt_ids[i % len(prompt_ids)]) for i in range(batch)]
+    tokens = max(2, min(max_new_tokens, STEP_TOKENS))
+    ks = [0, *sorted(set(k_values))]
+    times: dict[int | None, list[float]] = {}  # None: plain decoding
+    fewest: dict[int | None, float] = {}  # per width, the fewest row-steps a timed round met it on
+    before = CpuSample.now()
+    for repeat in range(STEP_ROUNDS + 1):
+        seconds: dict[int | None, list[float]] = {}
+        rows: dict[int | None, list[int]] = {}
+        for k in ks:
+            def record(forwards, slots, elapsed, live, catch_up, plain=not k) -> None:
+                if elapsed is not None and live:
+                    width = None if plain else slots // live - 1
+                    seconds.setdefault(width, []).append(elapsed * live)
+                    rows.setdefault(width, []).append(live)
+
+            options = DecodeOptions(method=method if k else Method.NONE, k=k or 1, max_new_tokens=tokens,
+                                    ignore_eos=True)
+            session.generate_ids(prompts, options, on_step=record)
+        if repeat:  # the first round is a warm-up
+            for width, samples in seconds.items():
+                times.setdefault(width, []).append(sum(samples) / sum(rows[width]))
+                fewest[width] = min(fewest.get(width, len(samples)), len(samples))
+    # a width met on a few steps a round (the lookup found 3 once) is priced, but its rounds' scatter says nothing
+    # of the machine: the noise is judged on the widths every round met often
+    judged = {w: t for w, t in times.items() if len(t) == STEP_ROUNDS and fewest[w] >= STEP_SAMPLES}
+    plain = statistics.median(times.pop(None, [0.0]))
+    return (plain, tuple((w, statistics.median(t)) for w, t in sorted(times.items())),
+            _noise(judged, CpuSample.now().others_share(before)), _spread(judged))

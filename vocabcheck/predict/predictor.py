@@ -189,9 +189,27 @@ def _contexts(request: PredictRequest, session: Session, greedy: continuations.C
     return out
 
 
-def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None) -> tuple[KPrediction, ...]:
+def _with_steps(costs: Costs, context: _Context, session: Session, method: Method) -> Costs:
+    """``costs`` with the decoder's own steps by width at the context's batch size (:func:`cost.step_costs`), their
+    noise and spread added to the forwards'; as they are where costs are not measured."""
+    request = context.request
+    if not request.measure_costs:
+        return costs
+    prompts = [chain.prompt for chain in context.greedy.chains]
+    plain, steps, noise, spread = cost.step_costs(session, prompts, request.batch_size, method, request.k_values,
+                                                  request.options.max_new_tokens)
+    return replace(costs, plain_step_s=plain, step_s=steps,
+                   noise="; ".join(dict.fromkeys(r for r in (costs.noise, noise) if r)), spread=max(costs.spread, spread))
+
+
+def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None,
+                 greedy: Sequence[Counts] = ()) -> tuple[KPrediction, ...]:
+    """Each k's counts with its speedup; a step's widths are the counts' own, or (sampled counts, which have none)
+    the ``greedy`` counts' of the same k."""
     measured = costs is not None and context.request.measure_costs
-    return tuple(KPrediction(c, costs.speedup(c.mean_accepted_length, c.k) if measured else None) for c in counts)
+    widths = {c.k: c.widths for c in greedy}
+    return tuple(KPrediction(c, costs.speedup(c.mean_accepted_length, c.k, c.widths or widths.get(c.k, ()))
+                             if measured else None) for c in counts)
 
 
 def _ngram(contexts: Sequence[_Context]) -> list[Candidate]:
@@ -212,10 +230,11 @@ def _ngram(contexts: Sequence[_Context]) -> list[Candidate]:
         first.say(f"n-gram lookup, temperature {temperature:g}")
     out = []
     for context in contexts:
-        costs = Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise, spread=context.spread)
-        greedy = _predictions(context, [greedy_counts(runs, k, context.request.batch_size)
-                                        for k in request.k_values], costs)
-        sampled = tuple((t, _predictions(context, counts, costs)) for t, counts in sampled_counts)
+        costs = _with_steps(Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise,
+                                  spread=context.spread, full_width=False), context, first.session, Method.NGRAM)
+        counted = [greedy_counts(runs, k, context.request.batch_size) for k in request.k_values]
+        greedy = _predictions(context, counted, costs)
+        sampled = tuple((t, _predictions(context, counts, costs, counted)) for t, counts in sampled_counts)
         out.append(Candidate(draft="ngram", method=Method.NGRAM, greedy=greedy, sampled=sampled, costs=costs))
         context.say(f"n-gram lookup, costs at batch {context.request.batch_size}")
     return out
@@ -271,14 +290,17 @@ def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) ->
         batch_size = context.request.batch_size
         costs = None
         if request.measure_costs:
-            costs = cost.draft_costs(model, to_input, _timing_context(context.greedy), batch_size, device,
-                                     context.target_step_s, context.verify_s, context.noise, context.spread)
+            costs = _with_steps(cost.draft_costs(model, to_input, _timing_context(context.greedy), batch_size, device,
+                                                 context.target_step_s, context.verify_s, context.noise,
+                                                 context.spread), context, session, Method.DRAFT)
         context.say(f"{draft}: costs at batch {batch_size}")
         alignment = session.comparison.alignment
+        counted = counts_at(batch_size)
         out.append(Candidate(draft=draft, method=Method.DRAFT, translated=session.translator is not None,
                              same_rows=alignment is None or alignment.target_rows == alignment.draft_rows,
-                             greedy=_predictions(context, counts_at(batch_size), costs),
-                             sampled=tuple((t, _predictions(context, counts, costs)) for t, counts in sampled),
+                             greedy=_predictions(context, counted, costs),
+                             sampled=tuple((t, _predictions(context, counts, costs, counted))
+                                           for t, counts in sampled),
                              costs=costs))
     return out
 

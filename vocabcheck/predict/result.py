@@ -3,7 +3,9 @@ the measured costs give it; refused pairs carry the `compare` reason instead."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
 from ..methods import Method
 
 
@@ -18,6 +20,8 @@ class Counts:
     accepted: float
     drafted_at: tuple[float, ...] = ()
     accepted_at: tuple[float, ...] = ()
+    widths: tuple[tuple[int, int], ...] = ()  # (width, row-steps): the batch's steps by the proposals they verified
+    # per row, each counted once per row it ran (a row's time per token is the mean of the steps it ran in)
 
     @property
     def acceptance_rate(self) -> float:
@@ -55,6 +59,10 @@ class Costs:
     verify_s: tuple[tuple[int, float], ...]  # (width, seconds)
     noise: str = ""  # why these timings cannot be trusted (predict/cost.py), "" where nothing says so
     spread: float = 1.0  # the largest median over fastest of these timings: a speedup is uncertain by about this factor
+    plain_step_s: float = 0.0  # the decoder's own plain-decoding step (0.0: not timed)
+    step_s: tuple[tuple[int, float], ...] = ()  # (width, seconds): the decoder's own mean step of a speculative run by
+    # the proposals it verified per row (0: the lookup found nothing, or one token was left)
+    full_width: bool = True  # every step verifies k proposals (a draft model); n-gram lookup proposes up to k
 
     @property
     def cost_ratio(self) -> float:
@@ -75,10 +83,51 @@ class Costs:
             ratio = max(ratio, seconds / self.target_step_s)
         return ratio
 
-    def speedup(self, mean_accepted_length: float, k: int) -> float:
-        """Tokens per step over what the step costs, in plain target steps: L / (k·c + v(k)); with v(k) >= 1 it
-        never exceeds the mean accepted length L, and a draft that accepts nothing (L = 1) never pays."""
-        return mean_accepted_length / (k * self.cost_ratio + self.verify_cost(k))
+    def width_cost(self, width: int) -> float | None:
+        """A speculative run's step verifying ``width`` proposals per row, in plain-decoding steps (None where the
+        decoder's steps were not timed): the timed width's, or interpolated between the nearest timed widths; held
+        to what a step physically costs: at least a plain step, no less than a narrower step, and where every step
+        verifies k proposals (:attr:`full_width`, a draft model), at least the forwards it runs (k draft forwards
+        and one verification over k + 1 tokens, :meth:`forwards_cost`)."""
+        if not self.plain_step_s or not self.step_s:
+            return None
+        held, best = [], 1.0
+        for w, seconds in sorted(self.step_s):  # a wider step never cheaper than a narrower one
+            best = max(best, seconds / self.plain_step_s)
+            held.append((w, best))
+        below = [(w, r) for w, r in held if w <= width]
+        above = [(w, r) for w, r in held if w >= width]
+        if below and above and above[0][0] != below[-1][0]:
+            (w0, r0), (w1, r1) = below[-1], above[0]
+            ratio = r0 + (r1 - r0) * (width - w0) / (w1 - w0)
+        else:
+            ratio = below[-1][1] if below else above[0][1]
+        floor = self.forwards_cost(width) if self.full_width and width else 1.0
+        return max(floor, ratio)
+
+    def step_cost(self, k: int, widths: Sequence[tuple[int, int]] = ()) -> float | None:
+        """What a step of a run proposing up to k costs on average, in plain-decoding steps, from the decoder's own
+        steps (:meth:`width_cost`) weighted by how many of the run's steps verified each width (``widths``, from the
+        replay over every prompt, each step counted once per row it ran: an n-gram step verifies only what its
+        lookup found; a run's last steps propose only what is left); every step at width k where ``widths`` is not
+        known. None where steps were not timed."""
+        mix = [(w, n) for w, n in widths if n > 0] or [(k, 1)]
+        priced = [(self.width_cost(w), n) for w, n in mix]
+        if any(cost is None for cost, _ in priced):
+            return None
+        return sum(cost * n for cost, n in priced) / sum(n for _, n in priced)
+
+    def forwards_cost(self, k: int) -> float:
+        """k draft forwards and one verification over k + 1 tokens, in plain steps: k·c + v(k)."""
+        return k * self.cost_ratio + self.verify_cost(k)
+
+    def speedup(self, mean_accepted_length: float, k: int, widths: Sequence[tuple[int, int]] = ()) -> float:
+        """Tokens per step over what the step costs, in plain steps: L / s(k), s the decoder's own step
+        (:meth:`step_cost`), or L / (k·c + v(k)) from the forwards where its steps were not timed. Either cost is
+        at least a plain step, so a speedup never exceeds the mean accepted length L, and a draft that accepts
+        nothing (L = 1) never pays."""
+        step = self.step_cost(k, widths)
+        return mean_accepted_length / (step if step is not None else self.forwards_cost(k))
 
 
 @dataclass(frozen=True)

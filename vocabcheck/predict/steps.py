@@ -16,8 +16,9 @@ For sampling, a row is described by α at each position (the probability that a 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..decode.metrics import Metrics, RowMetrics
 from ..methods import Method
@@ -64,22 +65,28 @@ def greedy_counts(rows: Sequence[RowRuns], k: int, batch_size: int) -> Counts:
     """Steps, drafted and accepted proposals of a greedy run with k, rows in batches of ``batch_size`` in order,
     counted by the decoder's own :class:`RowMetrics`."""
     metrics = [RowMetrics() for _ in rows]
+    widths: Counter[int] = Counter()
     for begin in range(0, len(rows), batch_size):
-        _greedy_batch(rows[begin:begin + batch_size], k, metrics[begin:begin + batch_size])
-    return counts_of(metrics, k)
+        _greedy_batch(rows[begin:begin + batch_size], k, metrics[begin:begin + batch_size], widths)
+    return replace(counts_of(metrics, k), widths=tuple(sorted(widths.items())))
 
 
-def _greedy_batch(rows: Sequence[RowRuns], k: int, metrics: Sequence[RowMetrics]) -> None:
+def _greedy_batch(rows: Sequence[RowRuns], k: int, metrics: Sequence[RowMetrics], widths: Counter[int]) -> None:
+    """The batch's steps; ``widths`` counts them by the proposals they verify per row (the most any row made), once
+    per live row."""
     emitted = [1] * len(rows)
     live = [i for i, row in enumerate(rows) if row.length > 1]
     while live:
         width = min(k, max(rows[i].budget - emitted[i] for i in live) - 1)
+        verified = 0
         for i in live:
             row, p = rows[i], emitted[i]
             made, m = row.proposal(p, width) if width > 0 else (0, 0)
             kept = min(m + 1, row.length - p)  # eos or the budget may end the row inside its accepted run
             metrics[i].record_step(made, m, kept, 0.0, row.budget - p)
             emitted[i] = p + kept
+            verified = max(verified, made)
+        widths[verified] += len(live)
         live = [i for i in live if emitted[i] < rows[i].length]
 
 

@@ -43,11 +43,13 @@ def phases(err: Console, first: str, *, heartbeat_s: float | None = None,
         with err.status(first) as status:
             yield status.update
         return
-    state = {"phase": first, "since": time.monotonic()}
+    now = time.monotonic()
+    state = {"phase": first, "since": now, "said": now}  # the phase, when it began, when a line was last written
     lock = threading.Lock()
     stop = threading.Event()
 
     def line(text: str) -> None:
+        state["said"] = time.monotonic()
         try:
             err.file.write(f"vocabcheck: {printable(text)}\n")
             err.file.flush()
@@ -59,13 +61,17 @@ def phases(err: Console, first: str, *, heartbeat_s: float | None = None,
             if phase == state["phase"]:
                 return
             state["phase"], state["since"] = phase, time.monotonic()
-        line(phase)
+            line(phase)
 
     def beat() -> None:
-        while not stop.wait(heartbeat_s):
+        # a heartbeat only where nothing was said for a whole interval: a phase that reports its own steps
+        # (training: step 10/100) is not interrupted by "still … (0 s)"
+        while not stop.wait(max(0.0, state["said"] + heartbeat_s - time.monotonic())):
             with lock:
+                if time.monotonic() - state["said"] < heartbeat_s:
+                    continue
                 phase, since = state["phase"], state["since"]
-            line(f"still {phase} ({time.monotonic() - since:.0f} s)")
+                line(f"still {phase} ({time.monotonic() - since:.0f} s)")
 
     if announce:
         line(first)

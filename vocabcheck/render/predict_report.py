@@ -187,6 +187,7 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
             "draft_step_ms": 1000 * costs.draft_step_s if costs else None,
             "target_step_ms": 1000 * costs.target_step_s if costs else None,
             "verify_cost": {str(k): costs.verify_cost(k) for k in (p.k for p in candidate.greedy)} if costs else {},
+            "step_cost": {str(p.k): costs.step_cost(p.k, p.counts.widths) for p in candidate.greedy} if costs else {},
             "per_k": [_k_document(p) for p in candidate.greedy],
             "sampled": [{"temperature": t, "per_k": [_k_document(p) for p in rows]} for t, rows in candidate.sampled]}
 
