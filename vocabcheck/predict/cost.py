@@ -139,7 +139,7 @@ def step_costs(session, prompt_ids: Sequence[Sequence[int]], batch: int, method:
     tokens = max(2, min(max_new_tokens, STEP_TOKENS))
     ks = [0, *sorted(set(k_values))]
     times: dict[int | None, list[float]] = {}  # None: plain decoding
-    fewest: dict[int | None, float] = {}  # per width, the fewest row-steps a timed round met it on
+    fewest: dict[int | None, int] = {}  # per width, the fewest steps a timed round met it on
     before = CpuSample.now()
     for repeat in range(STEP_ROUNDS + 1):
         seconds: dict[int | None, list[float]] = {}
