@@ -1,6 +1,11 @@
 """Does `predict --batch-sizes` tell the k to serve with? Its table against a bench of every fixed k, on one pair.
 
     python -m benchmarks.serve_check TARGET DRAFT --bench reports/bench-auto --out reports/serve
+    python -m benchmarks.serve_check TARGET DRAFT --bench B --engine vllm --out reports/serve-vllm   # vLLM's python
+
+With ``--engine vllm`` predict runs with ``--engine vllm`` (its steps timed on vLLM) and the measured cells are the
+bench's vLLM rows (``bench --compare-vllm``: a vLLM engine per cell, the speedup vLLM's plain row's TPOT over the
+cell's).
 
 1. ``vocabcheck predict TARGET DRAFT --prompt-file P -k 1,2,4,8 --batch-sizes 1,4,16 --max-new-tokens 64
    --ignore-eos --json`` on the quiet machine, and once more beside one CPU burner (a process spinning for as long as
@@ -31,9 +36,22 @@ NAMES = {"draft": "draft model", "ngram": "n-gram"}
 REUSED = "both read back from predict-quiet.json and predict-busy.json, made by an earlier run of this command"
 
 
-def predict_argv(target: str, draft: str, prompts: str, sizes: str, ks: str) -> list[str]:
+def predict_argv(target: str, draft: str, prompts: str, sizes: str, ks: str, engine: str = "vocabcheck"
+                 ) -> list[str]:
     return ["predict", target, draft, "--prompt-file", prompts, "-k", ks, "--batch-sizes", sizes,
-            "--max-new-tokens", "64", "--ignore-eos", "--json"]
+            "--max-new-tokens", "64", "--ignore-eos", "--json", *(["--engine", engine] if engine != "vocabcheck" else [])]
+
+
+def measured_rows(bench: dict, engine: str) -> dict[tuple[str, int, int], dict]:
+    """(method, batch size, k) → the measured cell (``tpot_ms``, ``speedup`` over plain decoding, ``k``; the bench's
+    own --predict column where it has one): vocabcheck's rows, or the bench's vLLM rows (--compare-vllm)."""
+    if engine == "vocabcheck":
+        return {(r["method"], r["batch_size"], r["k"]): r for r in bench["rows"]}
+    rows = {(r["method"], r["batch_size"], r["k"]): {"k": r["k"], "tpot_ms": r["vllm"]["tpot_ms"]}
+            for r in bench["vllm_rows"]}
+    for (method, batch, k), row in rows.items():
+        row["speedup"] = rows[("none", batch, 0)]["tpot_ms"] / row["tpot_ms"]
+    return rows
 
 
 def predict(argv: list[str], burners: int) -> dict:
@@ -82,6 +100,9 @@ def main() -> int:
     parser.add_argument("--bench", type=Path, required=True, help="a bench report directory (its bench.json)")
     parser.add_argument("--prompts", default="benchmarks/prompts-16.jsonl")
     parser.add_argument("--out", type=Path, default=ROOT / "reports" / "serve")
+    parser.add_argument("--engine", default="vocabcheck", choices=("vocabcheck", "vllm"),
+                        help="whose steps predict times and whose cells are measured (vllm: the bench's vLLM rows)")
+    parser.add_argument("--no-busy", action="store_true", help="skip the run beside a CPU burner")
     parser.add_argument("--reuse", action="store_true",
                         help="read both predictions from OUT/predict-{quiet,busy}.json (made by an earlier run with "
                              "the same arguments) instead of running predict again")
@@ -89,23 +110,29 @@ def main() -> int:
     bench = json.loads((args.bench / "bench.json").read_text())
     sizes = ",".join(str(b) for b in bench["plan"]["batch_sizes"])
     ks = ",".join(str(k) for k in bench["plan"]["ks"] if k != "auto")
-    argv = predict_argv(args.target, args.draft, args.prompts, sizes, ks)
+    argv = predict_argv(args.target, args.draft, args.prompts, sizes, ks, args.engine)
+    names = ("quiet",) if args.no_busy else ("quiet", "busy")
     if args.reuse:
-        quiet, busy = (json.loads((args.out / f"predict-{name}.json").read_text()) for name in ("quiet", "busy"))
+        quiet, *busy = (json.loads((args.out / f"predict-{name}.json").read_text()) for name in names)
     else:
         print("serve_check: predict, quiet", file=sys.stderr, flush=True)
-        quiet = predict(argv, 0)
-        print("serve_check: predict, beside one burner", file=sys.stderr, flush=True)
-        busy = predict(argv, 1)
-    rows = {(r["method"], r["batch_size"], r["k"]): r for r in bench["rows"]}
+        quiet, busy = predict(argv, 0), []
+        if not args.no_busy:
+            print("serve_check: predict, beside one burner", file=sys.stderr, flush=True)
+            busy = [predict(argv, 1)]
+    rows = measured_rows(bench, args.engine)
     table = served(quiet)
     lines = ["# `predict --batch-sizes` against a bench of every fixed k", "",
              f"- command: `python -m benchmarks.serve_check {shlex.join(sys.argv[1:])}`",
              f"- {current().line()}",
-             f"- predict: `vocabcheck {shlex.join(argv)}` (quiet; then the same beside one CPU burner; "
-             f"{REUSED if args.reuse else 'both run by this command'})",
-             f"- bench: `{bench['command']}` ({args.bench}/bench.md; its header says what ran)",
-             f"- noise predict said: quiet, {_noise(quiet)}; beside the burner, {_noise(busy)}", "",
+             f"- predict: `vocabcheck {shlex.join(argv)}` ("
+             + ("quiet only" if args.no_busy else "quiet; then the same beside one CPU burner") + "; "
+             + (REUSED if args.reuse else "run by this command") + ")",
+             f"- bench: `{bench['command']}` ({args.bench}/bench.md; its header says what ran)"
+             + ("; the measured cells are its vLLM rows (vLLM's TPOT; the speedup over vLLM's plain row)"
+                if args.engine == "vllm" else ""),
+             f"- noise predict said: quiet, {_noise(quiet)}"
+             + (f"; beside the burner, {_noise(busy[0])}" if busy else "; no run beside a burner (--no-busy)"), "",
              "## The served k against the measured cells", "",
              "| method | batch | served k | measured best fixed k (top two) | served / best fixed TPOT | "
              "served / none TPOT | within 5 % of best | not > 5 % slower than none |",
@@ -146,8 +173,8 @@ def main() -> int:
             bench_cells = (f"{in_bench:.2f}×", f"{in_bench / row['speedup']:.2f}")
         lines.append(f"| {NAMES[method]} | {batch} | {k} | {predicted[(method, batch, k)]:.2f}× | {bench_cells[0]} | "
                      f"{row['speedup']:.2f}× | {ratio:.2f} | {bench_cells[1]} |")
-    same = ranking(quiet) == ranking(busy)
-    noisy = any(p["noise"] for p in busy["per_batch_size"])
+    same = bool(busy) and ranking(quiet) == ranking(busy[0])
+    noisy = bool(busy) and any(p["noise"] for p in busy[0]["per_batch_size"])
     lines += ["", "## Done when (issue 35), as measured here", "",
               f"- served k within 5 % of the best fixed k: {sum(a for a, _ in checks)} of {len(checks)} cells",
               f"- served k never more than 5 % slower than no speculation: {sum(b for _, b in checks)} of "
@@ -155,9 +182,10 @@ def main() -> int:
               f"- predict's speedup within ±15 % of measured: {sum(e <= 0.15 for e in errors)} of {len(errors)} cells "
               f"(largest miss {max(errors, default=0):.0%}); bench --predict's: "
               f"{sum(e <= 0.15 for e in bench_errors)} of {len(bench_errors)}",
-              f"- beside one burner: ranking and best k {'unchanged' if same else 'changed'}; "
-              f"predict said {'its figures are too noisy' if noisy else 'nothing of noise'} "
-              f"({'never a confident wrong answer' if same or noisy else 'a CONFIDENT WRONG answer'})", "",
+              (f"- beside one burner: ranking and best k {'unchanged' if same else 'changed'}; "
+               f"predict said {'its figures are too noisy' if noisy else 'nothing of noise'} "
+               f"({'never a confident wrong answer' if same or noisy else 'a CONFIDENT WRONG answer'})"
+               if busy else "- beside one burner: not run (--no-busy)"), "",
               "## predict's serving config (quiet)", ""]
     for plan in quiet["serve"]:
         name = NAMES[plan["method"]]
@@ -166,7 +194,8 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     atomic.write_text(args.out / "README.md", "\n".join(lines) + "\n")
     atomic.write_text(args.out / "predict-quiet.json", json.dumps(quiet, indent=2) + "\n")
-    atomic.write_text(args.out / "predict-busy.json", json.dumps(busy, indent=2) + "\n")
+    if busy:
+        atomic.write_text(args.out / "predict-busy.json", json.dumps(busy[0], indent=2) + "\n")
     print("\n".join(lines))
     return 0
 

@@ -306,3 +306,56 @@ def test_costs_measured_on_a_busy_machine_say_the_ranking_is_noise_in_every_view
     log = io.StringIO()
     predict_report.print_prediction(Console(file=log, width=80), busy)
     assert "speedups too noisy to rank" in " ".join(log.getvalue().split())
+
+
+def test_an_engine_s_steps_are_timed_one_k_at_a_time_beside_a_plain_engine(monkeypatch):
+    """`predict --engine vllm` (vLLM fixes k when it starts: an engine per k): the plain engine runs throughout and
+    one k's engine beside it — never more than two engines' memory, whatever the k values — every batch size's rounds
+    interleaving the two; a step's width is what the engine drafted per row; the engines' own CPU time is not other
+    processes' load; and another engine's steps are not held to vocabcheck's own forwards."""
+    from vocabcheck import machine
+    from vocabcheck.predict import cost
+    from vocabcheck.predict.result import Costs
+
+    alive, most, started = set(), [0], []
+
+    class Engine:
+        def __init__(self, k):
+            self.k, self.cpu_s = k, 50.0  # what starting it cost, as its first answer says
+            alive.add(self)
+            most[0] = max(most[0], len(alive))
+            started.append(k)
+
+        def steps(self, batch, tokens):
+            self.cpu_s += 1.0
+            return [(0.010 * (1 + 0.1 * self.k), batch, self.k * batch)] * tokens
+
+        def close(self):
+            alive.discard(self)
+
+    ticks = iter(range(0, 10_000, 100))  # every sample 100 s later: the machine busy all the time
+    monkeypatch.setattr(machine.CpuSample, "now", classmethod(lambda cls: cls(next(ticks), None, 0.0)))
+    measured = cost.engine_step_costs(Engine, (1, 4), (2, 1, 4), max_new_tokens=16)
+    assert started == [0, 1, 2, 4] and most[0] == 2 and not alive
+    plain, steps, noise, spread = measured[4]
+    assert plain == pytest.approx(0.010) and dict(steps) == pytest.approx({1: 0.011, 2: 0.012, 4: 0.014})
+    assert noise == "" and spread == pytest.approx(1.0)
+    # what the machine was doing besides: busy seconds all ours (the engines' CPU seconds) are no one else's load
+    samples = iter([machine.CpuSample(0.0, 100.0, 0.0), machine.CpuSample(10.0, 120.0, 0.0)])
+    monkeypatch.setattr(machine.CpuSample, "now", classmethod(lambda cls: next(samples)))
+
+    class Quiet(Engine):
+        def __init__(self, k):
+            super().__init__(k)
+            self.cpu_s = 0.0
+
+        def steps(self, batch, tokens):
+            self.cpu_s += 20.0 / 8  # 20 busy seconds over the 8 calls (4 rounds, 2 engines): all the engines'
+            return [(0.01, batch, self.k * batch)] * tokens
+
+    assert cost.engine_step_costs(Quiet, (1,), (1,), max_new_tokens=4)[1][2] == ""
+    # vLLM's steps are vLLM's: vocabcheck's forwards (k draft forwards and a verification) are no floor for them
+    slow_forwards = dict(target_step_s=0.010, draft_step_s=0.010, verify_s=((3, 0.02),), plain_step_s=0.010,
+                         step_s=((2, 0.013),))
+    assert Costs(**slow_forwards).width_cost(2) == pytest.approx(2 * 1.0 + 2.0)
+    assert Costs(**slow_forwards, engine="vLLM 0.32.0").width_cost(2) == pytest.approx(1.3)

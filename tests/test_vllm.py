@@ -201,3 +201,40 @@ def test_predict_s_serving_config_is_checked_by_vllm_with_the_aligned_draft(vllm
     raw = ServePlan(str(draft), Method.DRAFT, rows, same_rows=True)  # a plan that claims equal rows: handed as it is
     refused, = vllm.serve_configs(str(target), [raw])
     assert refused.validated_by is None and "vocab" in refused.refused.lower(), refused
+
+
+def test_predict_on_vllm_prices_k_with_vllm_s_own_steps(vllm_pair, tmp_path):
+    """`predict --engine vllm` times vLLM's steps (an engine per k beside a plain one) and prices k with them: the
+    JSON names vLLM as the engine, a draft's steps verify k proposals per row (vLLM drafts k for every row), an n-gram
+    step at most k, no step is priced below a plain step nor any speedup above the mean accepted length, the
+    acceptance is the one vocabcheck's own predict gives (it is the replay's, whatever times the steps), and the
+    serving config is checked by vLLM."""
+    target, draft = vllm_pair
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("\n".join(p.replace("\n", " ") for p in PROMPTS) + "\n", encoding="utf-8")
+    common = ["predict", target, draft, "--prompt-file", prompts, "-k", "2", "--batch-sizes", "1,2",
+              "--max-new-tokens", 16, "--ignore-eos", "--device", "cpu", "--json"]
+    done = vocabcheck_cli(*common, "--engine", "vllm")
+    assert done.returncode == 0, done.stderr[-3000:]
+    on_vllm = json.loads(done.stdout)
+    from vocabcheck.engines import vllm
+
+    assert on_vllm["engine"] == f"vLLM {vllm.version()}"
+    own = json.loads(vocabcheck_cli(*common).stdout)
+    assert own["engine"] == "vocabcheck"
+    for batch, theirs in zip((1, 2), on_vllm["per_batch_size"], strict=True):
+        assert theirs["batch_size"] == batch
+        mine = next(p for p in own["per_batch_size"] if p["batch_size"] == batch)
+        for candidate, same in ((theirs["drafts"][0], mine["drafts"][0]), (theirs["ngram"], mine["ngram"])):
+            assert candidate["step_engine"] == on_vllm["engine"] and same["step_engine"] == "vocabcheck"
+            assert candidate["plain_step_ms"] > 0
+            widths = {int(w) for w in candidate["step_ms"]}
+            assert widths and widths <= {0, 1, 2}
+            assert candidate["step_cost"]["2"] >= 1.0
+            for theirs_k, mine_k in zip(candidate["per_k"], same["per_k"], strict=True):
+                assert theirs_k["mean_accepted_length"] == mine_k["mean_accepted_length"]
+                assert theirs_k["speedup"] <= theirs_k["mean_accepted_length"] + 1e-9
+        assert set(theirs["drafts"][0]["step_ms"]) == {"2"}  # vLLM's draft model drafts k for every row
+    assert on_vllm["drafts"][0]["per_k"][0]["mean_accepted_length"] > 1.0  # the draft agrees with the target
+    for served in on_vllm["serve"]:
+        assert served["validated_by"] == on_vllm["engine"] or served["speculative_config"] is None, served

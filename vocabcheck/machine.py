@@ -72,13 +72,15 @@ class CpuSample:
     def now(cls) -> "CpuSample":
         return cls(time.monotonic(), _busy_seconds(), _own_seconds())
 
-    def others_share(self, since: "CpuSample") -> float | None:
+    def others_share(self, since: "CpuSample", own_children: float = 0.0) -> float | None:
         """The share of this machine's CPUs that other processes (or the hypervisor) used between ``since`` and this
-        sample: 0 on an idle machine, 0.5 with one busy-looping process beside us on two cores. None where unknown."""
+        sample: 0 on an idle machine, 0.5 with one busy-looping process beside us on two cores. None where unknown.
+        ``own_children``: CPU seconds that processes of our own (still running, so not in our own times) used
+        meanwhile, as they say."""
         wall = self.at - since.at
         if self.busy is None or since.busy is None or wall <= 0:
             return None
-        others = (self.busy - since.busy) - (self.own - since.own)
+        others = (self.busy - since.busy) - (self.own - since.own) - own_children
         return max(0.0, others / (wall * (os.cpu_count() or 1)))
 
 

@@ -59,60 +59,10 @@ def vllm_cells(plan: BenchPlan, methods: Sequence[Method]) -> list[tuple[Method,
             for k in ([k for k in plan.ks if k != AUTO] if m.proposes else (0,))]
 
 
-class EngineProcess:
-    """One vLLM engine in its own process (:mod:`vocabcheck.engines.vllm_worker`), kept while its cell's repeats
-    run; its log goes to a file, shown (last line) only if it fails."""
-
-    def __init__(self, job: dict[str, Any]):
-        import subprocess
-        import sys
-        import tempfile
-
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.process = subprocess.Popen([sys.executable, "-m", "vocabcheck.engines.vllm_worker"], text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
-        self.ready = self._ask(job)  # answered once the engine has started and run every prompt once
-
-    def _ask(self, document: dict[str, Any]) -> dict[str, Any]:
-        import json
-
-        from ..errors import VocabcheckError
-
-        self.process.stdin.write(json.dumps(document) + "\n")
-        self.process.stdin.flush()
-        line = self.process.stdout.readline()
-        answer = json.loads(line) if line.strip() else {"error": self._last_log_line()}
-        if "error" in answer:
-            self.close()
-            raise VocabcheckError(f"vLLM: {answer['error']}")
-        return answer
-
-    def _last_log_line(self) -> str:
-        self.process.wait(timeout=60)
-        self.log.seek(0)
-        lines = [line.strip() for line in self.log.read().splitlines() if line.strip()]
-        return lines[-1] if lines else f"the vLLM process ended (exit code {self.process.returncode})"
-
-    def run(self, tokens: int) -> dict[str, Any]:
-        return self._ask({"tokens": tokens})
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.write('{"quit": true}\n')
-                self.process.stdin.flush()
-                self.process.wait(timeout=120)
-            except (OSError, ValueError):
-                pass
-            if self.process.poll() is None:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-
-
 def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, methods: Sequence[Method],
                   progress: Callable[[str], None] | None = None) -> tuple[list[EngineRow], str]:
     """Measure every fixed-k cell on vLLM, each repeat paired with vocabcheck's (``session``) run of the cell."""
+    from ..engines.vllm_worker import EngineProcess
     from .run import _batches, _run_ours
 
     say = progress or (lambda message: None)

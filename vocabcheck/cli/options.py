@@ -156,7 +156,7 @@ def one_of(flag: str, choices: tuple[str, ...]) -> Callable[[object], str]:
 ENGINE_CHOICES = ("vocabcheck", "vllm")
 Engine = Annotated[str, typer.Option("--engine", parser=one_of("--engine", ENGINE_CHOICES),
                                      help="What runs the pair: vocabcheck's own decoder, or vLLM (an optional "
-                                          "dependency: pip install 'vocabcheck[vllm]').")]
+                                          "dependency: pip install 'vocabcheck\\[vllm]').")]
 Device = Annotated[str, typer.Option("--device", callback=_device, help="auto, cpu, cuda or cuda:N.")]
 Dtype = Annotated[str, typer.Option("--dtype", callback=_dtype, help="auto, float32, bfloat16 or float16.")]
 AllowIncompatible = Annotated[bool, typer.Option(

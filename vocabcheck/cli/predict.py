@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from ..methods import AUTO, MAX_K, Method, parse_ks
-from .options import BatchSize, Device, Dtype, MaxNewTokens, NgramMax, NgramMin, Seed, TopK, TopP
+from .options import ENGINE_CHOICES, BatchSize, Device, Dtype, MaxNewTokens, one_of, NgramMax, NgramMin, Seed, TopK, TopP
 from .output import emit_json
 
 
@@ -42,6 +42,10 @@ def predict(
     ngram_max: NgramMax = 3,
     device: Device = "auto",
     dtype: Dtype = "auto",
+    engine: str = typer.Option("vocabcheck", "--engine", parser=one_of("--engine", ENGINE_CHOICES),
+                               help="Whose steps price the speedups: vocabcheck's own decoder, or vLLM's (an engine "
+                                    "per k, as you would serve; pip install 'vocabcheck\\[vllm]'). Acceptance is "
+                                    "predicted the same either way."),
     json_out: bool = typer.Option(False, "--json", help="Print the prediction as JSON (schema vocabcheck.predict/1)."),
     markdown: bool = typer.Option(False, "--markdown", help="Print the prediction as Markdown."),
     report: Path = typer.Option(None, "--report", help="Write predict.md, predict.json and speedup.png here."),
@@ -63,7 +67,7 @@ def predict(
     request = PredictRequest(
         target=target, drafts=tuple(drafts or ()), k_values=_k_values(k, BadOption),
         temperatures=tuple(temperature or ()), top_k=top_k, top_p=top_p, batch_size=sizes[0], batch_sizes=sizes[1:],
-        chat=chat, ngram=ngram, device=device, dtype=dtype,
+        chat=chat, ngram=ngram, device=device, dtype=dtype, engine=engine,
         options=DecodeOptions(method=Method.NONE, max_new_tokens=max_new_tokens, seed=seed, ngram_min=ngram_min,
                               ngram_max=ngram_max, ignore_eos=ignore_eos))
     if not request.drafts and not ngram:
@@ -73,6 +77,8 @@ def predict(
         prompts += read_prompt_file(prompt_file)
     if not prompts:
         raise VocabcheckError("give at least one --prompt or a --prompt-file")
+    if engine == vllm.NAME:  # before anything loads: one line where vLLM is not installed
+        vllm.require()
     err = terminal.console(stderr=True)
     with _progress(err, request.units(), quiet=not sys.stderr.isatty()) as advance:
         predictions = predict_batches(request, prompts, progress=advance)

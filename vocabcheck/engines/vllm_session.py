@@ -80,6 +80,38 @@ def generate_batch(llm, prompt_ids: Sequence[Sequence[int]], params, on_tokens=N
     return rows, time.perf_counter() - started
 
 
+def timed_steps(llm, prompt_ids: Sequence[Sequence[int]], params) -> list[tuple[float, int, int]]:
+    """Run one batch through vLLM's engine loop and time each decode step: (seconds of ``engine.step()``, rows it
+    ran, proposals vLLM drafted in it, from its ``vllm:spec_decode_num_draft_tokens`` counter read between steps,
+    outside the time). A step before every row has its first token (the prefill) is no decode step and is left out."""
+    engine = llm.llm_engine
+    seen = [0] * len(prompt_ids)
+    done = [False] * len(prompt_ids)
+    for row, ids in enumerate(prompt_ids):
+        engine.add_request(str(row), {"prompt_token_ids": list(ids)}, params)
+    drafted = counters(llm)[SPEC_COUNTERS[1]]
+    steps = []
+    try:
+        while engine.has_unfinished_requests():
+            live = done.count(False)
+            decoding = all(seen)
+            started = time.perf_counter()
+            outputs = engine.step()
+            seconds = time.perf_counter() - started
+            for output in outputs:
+                row = int(output.request_id)
+                seen[row] = len(output.outputs[0].token_ids)
+                done[row] = done[row] or output.finished
+            now = counters(llm)[SPEC_COUNTERS[1]]
+            if decoding and live:
+                steps.append((seconds, live, int(now - drafted)))
+            drafted = now
+    except BaseException:
+        engine.abort_request([str(row) for row in range(len(prompt_ids))])
+        raise
+    return steps
+
+
 def sampling_params(options, eos_ids: Sequence[int], room: int):
     """vLLM's SamplingParams for vocabcheck's decode options: the same temperature, top-k (0: off), top-p, seed,
     length budget and stop tokens (the target's generation eos ids; none where the options ignore eos, as bench's
@@ -144,6 +176,11 @@ class VllmSession:
             validate(spec.target, config, dtype=self.dtype)
         self._llm, self._llm_spec = start(spec, self.debug), spec
         return self._llm
+
+    def engine_for(self, options, batch_size: int, ids: Sequence[Sequence[int]]):
+        """The engine for ``options`` scheduling up to ``batch_size`` rows of ``ids``: the running one where it
+        fits, else a new one."""
+        return self._engine(options, batch_size, max(len(p) for p in ids))
 
     def close(self) -> None:
         """Shut the engine down (its memory back) before another starts."""

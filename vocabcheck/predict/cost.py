@@ -11,14 +11,15 @@ verification pass by width (tokens per row), over a warm cache of a typical cont
 warm-up, the cache rolled back after each. They give the cost ratio ``c`` and the verification cost the reports
 show, and price a k where no step was timed.
 
-Where other processes used more than :data:`vocabcheck.machine.BUSY_SHARE` of the CPUs while they ran, or a
-timing's median was more than :data:`NOISY_SPREAD` times its fastest, the costs say so (``Costs.noise``) and
+Where other processes used more than :data:`vocabcheck.machine.BUSY_SHARE` of the CPUs while any of them ran, or the
+steps' median round was more than :data:`NOISY_SPREAD` times their fastest, the costs say so (``Costs.noise``) and
 `predict` says its speedups are too noisy to rank, instead of ranking them."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -71,7 +72,10 @@ class Timer:
                     if repeat:  # the first round is a warm-up
                         times[width].append(elapsed)
                         spent += elapsed
-        self.noise = _noise(times, CpuSample.now().others_share(before))
+        # judged by the machine's load alone: a forward is a few milliseconds, and the median of hundreds of them sits
+        # 1.3x above the fastest on a quiet shared machine; the fastest, which is what is kept, is the figure least
+        # disturbed, and the speedups are priced by the decoder's steps (judged by their rounds' scatter as well)
+        self.noise = _noise({}, CpuSample.now().others_share(before))
         self.spread = _spread(times)
         return {w: min(t) for w, t in times.items()}
 
@@ -120,6 +124,40 @@ def draft_costs(draft, to_input, context: Sequence[int], batch: int, device, tar
                  noise="; ".join(dict.fromkeys(r for r in (noise, timer.noise) if r)), spread=max(spread, timer.spread))
 
 
+class StepTally:
+    """Timed steps by width over rounds: each round's mean step per width (a step counted once per row it ran for), and
+    the fewest steps a round met each width on. ``None`` is plain decoding."""
+
+    def __init__(self) -> None:
+        self.times: dict[int | None, list[float]] = {}
+        self.fewest: dict[int | None, int] = {}
+        self._seconds: dict[int | None, list[float]] = {}
+        self._rows: dict[int | None, list[int]] = {}
+
+    def add(self, width: int | None, seconds: float, live: int) -> None:
+        self._seconds.setdefault(width, []).append(seconds * live)
+        self._rows.setdefault(width, []).append(live)
+
+    def end_round(self, timed: bool) -> None:
+        """Close a round: its figures kept where ``timed`` (the first round is a warm-up)."""
+        if timed:
+            for width, samples in self._seconds.items():
+                self.times.setdefault(width, []).append(sum(samples) / sum(self._rows[width]))
+                self.fewest[width] = min(self.fewest.get(width, len(samples)), len(samples))
+        self._seconds, self._rows = {}, {}
+
+    def result(self, others: float | None) -> tuple[float, tuple[tuple[int, float], ...], str, float]:
+        """The median round's plain step and step per width, in seconds; why they cannot be trusted ("" where nothing
+        says so: ``others``, the share of the CPUs other processes used meanwhile, and the rounds' scatter); their
+        spread. A width met on a few steps a round (the lookup found 3 once) is priced, but its rounds' scatter says
+        nothing of the machine: the noise is judged on the widths every round met often."""
+        times = dict(self.times)
+        judged = {w: t for w, t in times.items() if len(t) >= STEP_ROUNDS and self.fewest[w] >= STEP_SAMPLES}
+        plain = statistics.median(times.pop(None, [0.0]))
+        return (plain, tuple((w, statistics.median(t)) for w, t in sorted(times.items())), _noise(judged, others),
+                _spread(judged))
+
+
 def step_costs(session, prompt_ids: Sequence[Sequence[int]], batch: int, method: Method, k_values: Sequence[int],
                max_new_tokens: int) -> tuple[float, tuple[tuple[int, float], ...], str, float]:
     """The decoder's own steps at ``batch`` rows, in seconds: its plain-decoding step, and a speculative run's mean
@@ -135,32 +173,60 @@ def step_costs(session, prompt_ids: Sequence[Sequence[int]], batch: int, method:
     cheaper and serve fewer rows). A call's first step, which pays for the prefill's tail and the draft's, is no
     sample. A round's figure per width is its mean step; the figure is the median over :data:`STEP_ROUNDS` rounds
     after a warm-up round (the CPU head choosing its kernels, the allocator)."""
-    prompts = [list(prompt_ids[i % len(prompt_ids)]) for i in range(batch)]
+    prompts = first_prompts(prompt_ids, batch)
     tokens = max(2, min(max_new_tokens, STEP_TOKENS))
     ks = [0, *sorted(set(k_values))]
-    times: dict[int | None, list[float]] = {}  # None: plain decoding
-    fewest: dict[int | None, int] = {}  # per width, the fewest steps a timed round met it on
+    tally = StepTally()
     before = CpuSample.now()
     for repeat in range(STEP_ROUNDS + 1):
-        seconds: dict[int | None, list[float]] = {}
-        rows: dict[int | None, list[int]] = {}
         for k in ks:
             def record(forwards, slots, elapsed, live, catch_up, plain=not k) -> None:
                 if elapsed is not None and live:
-                    width = None if plain else slots // live - 1
-                    seconds.setdefault(width, []).append(elapsed * live)
-                    rows.setdefault(width, []).append(live)
+                    tally.add(None if plain else slots // live - 1, elapsed, live)
 
             options = DecodeOptions(method=method if k else Method.NONE, k=k or 1, max_new_tokens=tokens,
                                     ignore_eos=True)
             session.generate_ids(prompts, options, on_step=record)
-        if repeat:  # the first round is a warm-up
-            for width, samples in seconds.items():
-                times.setdefault(width, []).append(sum(samples) / sum(rows[width]))
-                fewest[width] = min(fewest.get(width, len(samples)), len(samples))
-    # a width met on a few steps a round (the lookup found 3 once) is priced, but its rounds' scatter says nothing
-    # of the machine: the noise is judged on the widths every round met often
-    judged = {w: t for w, t in times.items() if len(t) == STEP_ROUNDS and fewest[w] >= STEP_SAMPLES}
-    plain = statistics.median(times.pop(None, [0.0]))
-    return (plain, tuple((w, statistics.median(t)) for w, t in sorted(times.items())),
-            _noise(judged, CpuSample.now().others_share(before)), _spread(judged))
+        tally.end_round(timed=repeat > 0)
+    return tally.result(CpuSample.now().others_share(before))
+
+
+def engine_step_costs(start: Callable[[int], Any], batch_sizes: Sequence[int], k_values: Sequence[int],
+                      max_new_tokens: int) -> dict[int, tuple[float, tuple[tuple[int, float], ...], str, float]]:
+    """An engine's own steps (vLLM's) per batch size, as :func:`step_costs` measures the decoder's. vLLM fixes k when
+    it starts, so ``start(k)`` starts an engine at k (0: no speculative config) that has ``steps(batch_size, tokens)``
+    → (seconds, rows, proposals drafted) per decode step, ``cpu_s`` (its process's CPU seconds so far: its work is not
+    another process's load) and ``close()``
+    (:class:`vocabcheck.engines.vllm_worker.EngineProcess`). The plain engine runs throughout; one k's engine at a
+    time runs beside it (two engines' memory, whatever the k values), every batch size, one warm-up round and
+    :data:`STEP_ROUNDS` timed rounds interleaving the two. A step's width is what the engine drafted per row in it;
+    plain decoding's figure is the median over every k's rounds."""
+    tokens = max(2, min(max_new_tokens, STEP_TOKENS))
+    tallies = {batch: StepTally() for batch in batch_sizes}
+    before = CpuSample.now()
+    plain = start(0)
+    used = plain.cpu_s  # started inside the window
+    try:
+        for k in sorted(set(k_values)):
+            engine = start(k)
+            used += engine.cpu_s
+            try:
+                for batch in batch_sizes:
+                    for repeat in range(STEP_ROUNDS + 1):
+                        for width_of, running in ((None, plain), (k, engine)):
+                            was = running.cpu_s
+                            for seconds, live, drafted in running.steps(batch, tokens):
+                                tallies[batch].add(round(drafted / live) if width_of else None, seconds, live)
+                            used += running.cpu_s - was
+                        tallies[batch].end_round(timed=repeat > 0)
+            finally:
+                engine.close()
+    finally:
+        plain.close()
+    others = CpuSample.now().others_share(before, own_children=used)
+    return {batch: tally.result(others) for batch, tally in tallies.items()}
+
+
+def first_prompts(prompt_ids: Sequence[Sequence[int]], batch: int) -> list[list[int]]:
+    """The first ``batch`` prompts, repeated where there are fewer."""
+    return [list(prompt_ids[i % len(prompt_ids)]) for i in range(batch)]

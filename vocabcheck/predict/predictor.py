@@ -49,6 +49,7 @@ class PredictRequest:
     device: str = "auto"
     dtype: str = "auto"
     measure_costs: bool = True
+    engine: str = "vocabcheck"  # whose steps price the speedups: vocabcheck's decoder, or vLLM's (an engine per k)
 
     def __post_init__(self) -> None:
         if not self.k_values or any(isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K
@@ -130,11 +131,12 @@ def predict_batches(request: PredictRequest, prompts: Sequence[Prompt], progress
             row.append(candidate)
     seconds = time.perf_counter() - start
     greedy = contexts[0].greedy
+    engine = next((c.costs.engine for row in per_batch for c in row if c.costs is not None), request.engine)
     return tuple(Prediction(target=request.target, candidates=tuple(sorted(row, key=_rank)), prompts=len(prompts),
                             tokens=greedy.tokens, source="recorded" if greedy.recorded else "generated",
                             k_values=request.k_values, temperatures=request.temperatures,
                             batch_size=context.request.batch_size, device=str(session.device),
-                            dtype=str(session.dtype).removeprefix("torch."), seconds=seconds)
+                            dtype=str(session.dtype).removeprefix("torch."), seconds=seconds, engine=engine)
                  for row, context in zip(per_batch, contexts))
 
 
@@ -189,17 +191,54 @@ def _contexts(request: PredictRequest, session: Session, greedy: continuations.C
     return out
 
 
-def _with_steps(costs: Costs, context: _Context, session: Session, method: Method) -> Costs:
-    """``costs`` with the decoder's own steps by width at the context's batch size (:func:`cost.step_costs`), their
-    noise and spread added to the forwards'; as they are where costs are not measured."""
+def _with_steps(costs: Costs, context: _Context, session: Session, method: Method,
+                engine_steps: dict | None = None) -> Costs:
+    """``costs`` with the steps that price a k at the context's batch size — the decoder's own
+    (:func:`cost.step_costs`), or those ``engine_steps`` holds (another engine's, :func:`_engine_steps`) — their noise
+    added to the forwards' and their spread the costs'; as they are where costs are not measured."""
     request = context.request
     if not request.measure_costs:
         return costs
-    prompts = [chain.prompt for chain in context.greedy.chains]
-    plain, steps, noise, spread = cost.step_costs(session, prompts, request.batch_size, method, request.k_values,
-                                                  request.options.max_new_tokens)
-    return replace(costs, plain_step_s=plain, step_s=steps,
-                   noise="; ".join(dict.fromkeys(r for r in (costs.noise, noise) if r)), spread=max(costs.spread, spread))
+    engine = "vocabcheck"
+    if engine_steps is not None:
+        engine, by_batch = engine_steps["engine"], engine_steps["steps"]
+        plain, steps, noise, spread = by_batch[request.batch_size]
+    else:
+        prompts = [chain.prompt for chain in context.greedy.chains]
+        plain, steps, noise, spread = cost.step_costs(session, prompts, request.batch_size, method, request.k_values,
+                                                      request.options.max_new_tokens)
+    # the steps price the speedups: their rounds' scatter is the spread (the forwards' load stays in the noise)
+    return replace(costs, plain_step_s=plain, step_s=steps, engine=engine,
+                   noise="; ".join(dict.fromkeys(r for r in (costs.noise, noise) if r)), spread=spread)
+
+
+def _engine_steps(contexts: Sequence[_Context], method: Method, draft: str | None = None) -> dict | None:
+    """Where the request names another engine (vLLM), its steps at every context's batch size, measured through it
+    (:func:`cost.engine_step_costs`: an engine process per k, each given the first prompts of the largest batch and
+    the pair as the user named it: the engine judges it and aligns a padded draft as ``run --engine vllm`` does);
+    None for vocabcheck's own decoder."""
+    request = contexts[0].request
+    if request.engine == "vocabcheck" or not request.measure_costs:
+        return None
+    from ..engines.vllm_worker import EngineProcess
+
+    sizes = [context.request.batch_size for context in contexts]
+    prompts = cost.first_prompts([chain.prompt for chain in contexts[0].greedy.chains], max(sizes))
+    options = request.options
+    job = {"target": request.target, "seed": options.seed, "ngram_min": options.ngram_min,
+           "ngram_max": options.ngram_max, "batch_size": max(sizes), "device": request.device, "dtype": request.dtype,
+           "prompts": prompts, "sampling": {"temperature": 0.0, "top_k": 0, "top_p": 1.0}}
+    started: list = []
+
+    def start(k: int):
+        engine = EngineProcess({**job, "method": method if k else Method.NONE, "k": k,
+                                "draft": draft if k and method.needs_draft else None})
+        started.append(engine.ready)
+        return engine
+
+    steps = cost.engine_step_costs(start, sizes, request.k_values, options.max_new_tokens)
+    ready = started[0]
+    return {"engine": f"vLLM {ready['version']}", "device": ready["device"], "steps": steps}
 
 
 def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None,
@@ -228,10 +267,12 @@ def _ngram(contexts: Sequence[_Context]) -> list[Candidate]:
                                           request.sampling(temperature), first.session.device)
         sampled_counts.append((temperature, [expected_counts(tables, chosen.budgets, k) for k in request.k_values]))
         first.say(f"n-gram lookup, temperature {temperature:g}")
+    engine_steps = _engine_steps(contexts, Method.NGRAM)
     out = []
     for context in contexts:
         costs = _with_steps(Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise,
-                                  spread=context.spread, full_width=False), context, first.session, Method.NGRAM)
+                                  spread=context.spread, full_width=False), context, first.session, Method.NGRAM,
+                            engine_steps)
         counted = [greedy_counts(runs, k, context.request.batch_size) for k in request.k_values]
         greedy = _predictions(context, counted, costs)
         sampled = tuple((t, _predictions(context, counts, costs, counted)) for t, counts in sampled_counts)
@@ -259,6 +300,12 @@ def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) ->
     context's batch size."""
     first = contexts[0]
     request = first.request
+    if session.translator is not None and request.engine != "vocabcheck":
+        for _ in range(1 + len(request.temperatures) + len(contexts)):
+            first.say(f"{draft}: not on {request.engine}")
+        why = (f"its tokenizer differs from the target's: {request.engine} runs a pair of one tokenizer (vocabcheck's "
+               "own decoder runs it through a translation: drop --engine)")
+        return [Candidate(draft=draft, method=Method.DRAFT, translated=True, refused=why) for _ in contexts]
     device, model = session.device, session.draft_model
     chains, budgets = first.greedy.chains, first.greedy.budgets
     if session.translator is not None:
@@ -285,6 +332,7 @@ def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) ->
         to_input = mapping.to_draft
         sampled = _sampled(first, session, mapping)
     first.say(f"{draft}: greedy")
+    engine_steps = _engine_steps(contexts, Method.DRAFT, draft)
     out = []
     for context in contexts:
         batch_size = context.request.batch_size
@@ -292,7 +340,7 @@ def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) ->
         if request.measure_costs:
             costs = _with_steps(cost.draft_costs(model, to_input, _timing_context(context.greedy), batch_size, device,
                                                  context.target_step_s, context.verify_s, context.noise,
-                                                 context.spread), context, session, Method.DRAFT)
+                                                 context.spread), context, session, Method.DRAFT, engine_steps)
         context.say(f"{draft}: costs at batch {batch_size}")
         alignment = session.comparison.alignment
         counted = counts_at(batch_size)

@@ -58,11 +58,13 @@ class Costs:
     draft_step_s: float
     verify_s: tuple[tuple[int, float], ...]  # (width, seconds)
     noise: str = ""  # why these timings cannot be trusted (predict/cost.py), "" where nothing says so
-    spread: float = 1.0  # the largest median over fastest of these timings: a speedup is uncertain by about this factor
+    spread: float = 1.0  # the largest median over fastest of the timings that price the speedups (the steps where
+    # timed): a speedup is uncertain by about this factor
     plain_step_s: float = 0.0  # the decoder's own plain-decoding step (0.0: not timed)
     step_s: tuple[tuple[int, float], ...] = ()  # (width, seconds): the decoder's own mean step of a speculative run by
     # the proposals it verified per row (0: the lookup found nothing, or one token was left)
     full_width: bool = True  # every step verifies k proposals (a draft model); n-gram lookup proposes up to k
+    engine: str = "vocabcheck"  # whose steps step_s are: vocabcheck's decoder, or vLLM's (predict --engine vllm)
 
     @property
     def cost_ratio(self) -> float:
@@ -87,8 +89,8 @@ class Costs:
         """A speculative run's step verifying ``width`` proposals per row, in plain-decoding steps (None where the
         decoder's steps were not timed): the timed width's, or interpolated between the nearest timed widths; held
         to what a step physically costs: at least a plain step, no less than a narrower step, and where every step
-        verifies k proposals (:attr:`full_width`, a draft model), at least the forwards it runs (k draft forwards
-        and one verification over k + 1 tokens, :meth:`forwards_cost`)."""
+        verifies k proposals (:attr:`full_width`, a draft model) on vocabcheck's decoder, at least the forwards it
+        runs (k draft forwards and one verification over k + 1 tokens, :meth:`forwards_cost`)."""
         if not self.plain_step_s or not self.step_s:
             return None
         held, best = [], 1.0
@@ -102,7 +104,8 @@ class Costs:
             ratio = r0 + (r1 - r0) * (width - w0) / (w1 - w0)
         else:
             ratio = below[-1][1] if below else above[0][1]
-        floor = self.forwards_cost(width) if self.full_width and width else 1.0
+        # the forwards are vocabcheck's own: a floor for its decoder's steps, not for another engine's
+        floor = self.forwards_cost(width) if self.full_width and width and self.engine == "vocabcheck" else 1.0
         return max(floor, ratio)
 
     def step_cost(self, k: int, widths: Sequence[tuple[int, int]] = ()) -> float | None:
@@ -167,6 +170,7 @@ class Prediction:
     device: str
     dtype: str
     seconds: float
+    engine: str = "vocabcheck"  # whose steps priced the speedups: vocabcheck's decoder, or "vLLM 0.32.0"
 
     @property
     def noise(self) -> str:

@@ -46,8 +46,9 @@ def _speedup(value: float | None) -> str:
 
 def _settings(prediction: Prediction) -> str:
     source = "recorded responses" if prediction.source == "recorded" else "the target's own greedy sequences"
+    engine = "" if prediction.engine == "vocabcheck" else f", steps timed on {prediction.engine}"
     return (f"{prediction.prompts} prompts, {prediction.tokens} target tokens ({source}), batch size "
-            f"{prediction.batch_size}, {prediction.device} / {prediction.dtype}, predicted in "
+            f"{prediction.batch_size}, {prediction.device} / {prediction.dtype}{engine}, predicted in "
             f"{prediction.seconds:.1f} s")
 
 
@@ -188,6 +189,9 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
             "target_step_ms": 1000 * costs.target_step_s if costs else None,
             "verify_cost": {str(k): costs.verify_cost(k) for k in (p.k for p in candidate.greedy)} if costs else {},
             "step_cost": {str(p.k): costs.step_cost(p.k, p.counts.widths) for p in candidate.greedy} if costs else {},
+            "step_engine": costs.engine if costs else None,
+            "plain_step_ms": 1000 * costs.plain_step_s if costs else None,
+            "step_ms": {str(w): 1000 * s for w, s in costs.step_s} if costs else {},
             "per_k": [_k_document(p) for p in candidate.greedy],
             "sampled": [{"temperature": t, "per_k": [_k_document(p) for p in rows]} for t, rows in candidate.sampled]}
 
@@ -218,6 +222,7 @@ def predict_document(predictions: Prediction | Sequence[Prediction], serve: Sequ
         "target": prediction.target,
         "device": prediction.device,
         "dtype": prediction.dtype,
+        "engine": prediction.engine,
         "prompts": prediction.prompts,
         "tokens": prediction.tokens,
         "source": prediction.source,
