@@ -80,32 +80,48 @@ def generate_batch(llm, prompt_ids: Sequence[Sequence[int]], params, on_tokens=N
     return rows, time.perf_counter() - started
 
 
-def timed_steps(llm, prompt_ids: Sequence[Sequence[int]], params) -> list[tuple[float, int, int]]:
-    """Run one batch through vLLM's engine loop and time each decode step: (seconds of ``engine.step()``, rows it
-    ran, proposals vLLM drafted in it, from its ``vllm:spec_decode_num_draft_tokens`` counter read between steps,
-    outside the time). A step before every row has its first token (the prefill) is no decode step and is left out."""
+def timed_steps(llm, prompt_ids: Sequence[Sequence[int]], params, *, count_drafts: bool = True
+                ) -> list[tuple[float, int, int | None]]:
+    """Run one batch through vLLM's engine loop and time each decode step: (seconds, rows it ran, proposals vLLM
+    drafted in it). A step before every row has its first token (the prefill) is no decode step and is left out.
+
+    A step is timed as the engine loop runs it, from the end of the previous step to the end of this one (a call
+    that gave no row a token is part of the step after it). Where
+    ``count_drafts`` (the width varies: vLLM's n-gram proposer drafts what its lookup found, and vLLM then schedules
+    synchronously), the drafted proposals are read from vLLM's ``vllm:spec_decode_num_draft_tokens`` counter between
+    steps, and the time the read took is left out. Elsewhere no counter is read (drafted is None: the engine's k,
+    which vLLM drafts for every row): where vLLM schedules asynchronously (its default for plain decoding and a draft
+    model) work of a step goes on while the counters are read, and leaving the read out under-priced a draft model's
+    steps by a fifth."""
     engine = llm.llm_engine
     seen = [0] * len(prompt_ids)
     done = [False] * len(prompt_ids)
     for row, ids in enumerate(prompt_ids):
         engine.add_request(str(row), {"prompt_token_ids": list(ids)}, params)
-    drafted = counters(llm)[SPEC_COUNTERS[1]]
-    steps = []
+    drafted = counters(llm)[SPEC_COUNTERS[1]] if count_drafts else 0
+    steps: list[tuple[float, int, int | None]] = []
     try:
+        mark = time.perf_counter()
         while engine.has_unfinished_requests():
             live = done.count(False)
             decoding = all(seen)
-            started = time.perf_counter()
             outputs = engine.step()
-            seconds = time.perf_counter() - started
+            grew = False
             for output in outputs:
                 row = int(output.request_id)
+                grew = grew or len(output.outputs[0].token_ids) > seen[row]
                 seen[row] = len(output.outputs[0].token_ids)
                 done[row] = done[row] or output.finished
-            now = counters(llm)[SPEC_COUNTERS[1]]
+            if not grew:  # a call that gave no row a token (an asynchronous schedule filling its queue): its time is
+                continue  # the next step's
+            now = time.perf_counter()
+            seconds, mark = now - mark, now
+            count = None
+            if count_drafts:
+                total = counters(llm)[SPEC_COUNTERS[1]]
+                count, drafted, mark = int(total - drafted), total, time.perf_counter()
             if decoding and live:
-                steps.append((seconds, live, int(now - drafted)))
-            drafted = now
+                steps.append((seconds, live, count))
     except BaseException:
         engine.abort_request([str(row) for row in range(len(prompt_ids))])
         raise

@@ -64,7 +64,8 @@ def main() -> int:
             timed = replace(options, max_new_tokens=int(request["steps"]))
             # the engine the job started (its max_num_seqs the job's batch size), running fewer rows
             steps = vllm_session.timed_steps(session.engine_for(timed, job["batch_size"], prompts), chosen,
-                                             vllm_session.sampling_params(timed, session.eos_ids, timed.max_new_tokens))
+                                             vllm_session.sampling_params(timed, session.eos_ids, timed.max_new_tokens),
+                                             count_drafts=Method(job["method"]) is Method.NGRAM)
             _answer({"steps": [list(step) for step in steps]})
             continue
         result = session.generate_ids_batches(texts, prompts, replace(options, max_new_tokens=request["tokens"]),
@@ -113,11 +114,12 @@ class EngineProcess:
     def run(self, tokens: int) -> dict[str, Any]:
         return self._ask({"tokens": tokens})
 
-    def steps(self, batch_size: int, tokens: int) -> list[tuple[float, int, int]]:
+    def steps(self, batch_size: int, tokens: int) -> list[tuple[float, int, int | None]]:
         """The engine's decode steps over the job's first ``batch_size`` prompts (cycled where fewer), ``tokens`` new
-        tokens each: (seconds, rows, proposals drafted) per step (:func:`vocabcheck.engines.vllm_session.timed_steps`)."""
+        tokens each: (seconds, rows, proposals drafted or None: the engine's k) per step
+        (:func:`vocabcheck.engines.vllm_session.timed_steps`)."""
         answer = self._ask({"steps": tokens, "batch_size": batch_size})
-        return [(float(s), int(live), int(drafted)) for s, live, drafted in answer["steps"]]
+        return [(float(s), int(live), None if drafted is None else int(drafted)) for s, live, drafted in answer["steps"]]
 
     def close(self) -> None:
         if self.process.poll() is None:
