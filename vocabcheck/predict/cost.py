@@ -195,8 +195,8 @@ def engine_step_costs(start: Callable[[int], Any], batch_sizes: Sequence[int], k
                       max_new_tokens: int) -> dict[int, tuple[float, tuple[tuple[int, float], ...], str, float]]:
     """An engine's own steps (vLLM's) per batch size, as :func:`step_costs` measures the decoder's. vLLM fixes k when
     it starts, so ``start(k)`` starts an engine at k (0: no speculative config) that has ``steps(batch_size, tokens)``
-    → (seconds, rows, proposals drafted) per decode step, ``cpu_s`` (its process's CPU seconds so far: its work is not
-    another process's load) and ``close()``
+    → (seconds, rows, proposals drafted, or None where the engine drafts k for every row) per decode step, ``cpu_s``
+    (its process's CPU seconds so far: its work is not another process's load) and ``close()``
     (:class:`vocabcheck.engines.vllm_worker.EngineProcess`). The plain engine runs throughout; one k's engine at a
     time runs beside it (two engines' memory, whatever the k values), every batch size, one warm-up round and
     :data:`STEP_ROUNDS` timed rounds interleaving the two. A step's width is what the engine drafted per row in it;
@@ -216,7 +216,8 @@ def engine_step_costs(start: Callable[[int], Any], batch_sizes: Sequence[int], k
                         for width_of, running in ((None, plain), (k, engine)):
                             was = running.cpu_s
                             for seconds, live, drafted in running.steps(batch, tokens):
-                                tallies[batch].add(round(drafted / live) if width_of else None, seconds, live)
+                                width = None if not width_of else k if drafted is None else round(drafted / live)
+                                tallies[batch].add(width, seconds, live)
                             used += running.cpu_s - was
                         tallies[batch].end_round(timed=repeat > 0)
             finally:
