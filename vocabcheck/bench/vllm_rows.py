@@ -62,7 +62,7 @@ def vllm_cells(plan: BenchPlan, methods: Sequence[Method]) -> list[tuple[Method,
 def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, methods: Sequence[Method],
                   progress: Callable[[str], None] | None = None) -> tuple[list[EngineRow], str]:
     """Measure every fixed-k cell on vLLM, each repeat paired with vocabcheck's (``session``) run of the cell."""
-    from ..engines.vllm_worker import EngineProcess
+    from ..engines.vllm_worker import EngineProcess, job
     from .run import _batches, _run_ours
 
     say = progress or (lambda message: None)
@@ -72,15 +72,11 @@ def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, me
     for method, batch_size, k in vllm_cells(plan, methods):
         options = plan.cell_options(method, k if method.proposes else 0)
         batches = _batches(prompts, batch_size)
-        sampling = plan.options.sampling
-        job = {"target": request.target, "draft": request.draft if method.needs_draft else None, "method": method,
-               "k": k if method.proposes else 0, "seed": plan.options.seed, "ngram_min": options.ngram_min,
-               "ngram_max": options.ngram_max, "batch_size": batch_size, "device": request.device,
-               "dtype": request.dtype, "prompts": [ids for batch in batches for ids in batch],
-               "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}}
         label = f"vLLM {method}, batch {batch_size}" + (f", k={k}" if method.proposes else "")
         say(f"starting vLLM and warming up: {label}")
-        engine = EngineProcess(job)
+        engine = EngineProcess(job(request.target, request.draft if method.needs_draft else None, method, k, options,
+                                   batch_size, request.device, request.dtype,
+                                   [ids for batch in batches for ids in batch]))
         try:
             version, device = engine.ready["version"], engine.ready["device"]
             for _ in range(plan.warmup):
@@ -96,7 +92,7 @@ def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, me
         finally:
             engine.close()
         identical = None
-        if sampling.greedy:
+        if options.sampling.greedy:
             identical = all([tuple(ids) for ids in t["token_ids"]] == list(o[1]) for t, o in zip(theirs, ours))
         rows.append(EngineRow(
             method=method, batch_size=batch_size, k=k,

@@ -11,7 +11,9 @@ from pathlib import Path
 import typer
 
 from ..methods import AUTO, MAX_K, Method, parse_ks
-from .options import ENGINE_CHOICES, BatchSize, Device, Dtype, MaxNewTokens, one_of, NgramMax, NgramMin, Seed, TopK, TopP
+from .options import (
+    ENGINE_CHOICES, BatchSize, Device, Dtype, MaxNewTokens, NgramMax, NgramMin, Seed, TopK, TopP, one_of,
+)
 from .output import emit_json
 
 

@@ -2,8 +2,8 @@
 --engine vllm``: the child (:func:`main`) and the parent's handle on it (:class:`EngineProcess`).
 
 vLLM's engine holds process-wide state: a second engine in the same process fails to start (vLLM 0.32 on the CPU:
-``'_lib_fn_wrapper' object has no attribute 'get'``). A bench needs one engine per (method, k, batch size), and predict one
-per (method, k), so each runs here, in a child kept while its calls run.
+``'_lib_fn_wrapper' object has no attribute 'get'``). A bench needs one engine per (method, k, batch size), and
+predict one per (method, k), so each runs here, in a child kept while its calls run.
 
 Protocol (one JSON document per line): the parent writes the job (target, draft directory, decode options, batch
 size, prompt ids); the child starts the engine and answers ``{"ready": true}``. Then each line ``{"tokens": N}``
@@ -21,6 +21,18 @@ import sys
 from typing import Any
 
 from ..methods import Method
+
+
+def job(target: str, draft: str | None, method, k: int, options, batch_size: int, device: str, dtype: str,
+        prompts) -> dict[str, Any]:
+    """The job line that starts an engine: the pair (``draft`` None for n-gram lookup and plain decoding), the method
+    and k (0 where it proposes nothing), the decode options' seed, n-gram bounds and sampling, the most rows it
+    schedules, and the prompt ids."""
+    sampling = options.sampling
+    return {"target": target, "draft": draft, "method": method, "k": k if Method(method).proposes else 0,
+            "seed": options.seed, "ngram_min": options.ngram_min, "ngram_max": options.ngram_max,
+            "batch_size": batch_size, "device": device, "dtype": dtype, "prompts": [list(p) for p in prompts],
+            "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}}
 
 
 def _answer(document) -> None:
@@ -119,7 +131,8 @@ class EngineProcess:
         tokens each: (seconds, rows, proposals drafted or None: the engine's k) per step
         (:func:`vocabcheck.engines.vllm_session.timed_steps`)."""
         answer = self._ask({"steps": tokens, "batch_size": batch_size})
-        return [(float(s), int(live), None if drafted is None else int(drafted)) for s, live, drafted in answer["steps"]]
+        return [(float(s), int(live), None if drafted is None else int(drafted))
+                for s, live, drafted in answer["steps"]]
 
     def close(self) -> None:
         if self.process.poll() is None:

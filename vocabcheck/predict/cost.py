@@ -33,7 +33,7 @@ from .result import Costs
 REPEATS = 3  # timed rounds at least; more, up to MAX_REPEATS, while the rounds took under MIN_SECONDS
 MAX_REPEATS = 200
 MIN_SECONDS = 1.0
-NOISY_SPREAD = 1.25  # a width's median forward over its fastest beyond which the machine was disturbing it
+NOISY_SPREAD = 1.25  # a step width's median round over its fastest beyond which the machine was disturbing it
 STEP_TOKENS = 64  # new tokens per row in each timed generation of the decoder's steps at most (the run's own length
 # where shorter: a generation's last step proposes only what is left to generate, so its length sets the mean step)
 STEP_ROUNDS = 3  # timed rounds of those generations, every k in each, after one warm-up round
@@ -54,7 +54,6 @@ class Timer:
             self.state.forward(self.to_input(ids), keep=1)
         self.token = int(context[-1])
         self.noise = ""  # why the last seconds() cannot be trusted (empty: nothing says so)
-        self.spread = 1.0  # the last seconds()' largest median over fastest forward, across widths
 
     def seconds(self, widths: Sequence[int]) -> dict[int, float]:
         """The fastest forward per width over interleaved rounds (after one warm-up round), so that a busy machine
@@ -76,7 +75,6 @@ class Timer:
         # 1.3x above the fastest on a quiet shared machine; the fastest, which is what is kept, is the figure least
         # disturbed, and the speedups are priced by the decoder's steps (judged by their rounds' scatter as well)
         self.noise = _noise({}, CpuSample.now().others_share(before))
-        self.spread = _spread(times)
         return {w: min(t) for w, t in times.items()}
 
     def _once(self, width: int) -> float:
@@ -90,38 +88,38 @@ class Timer:
 
 def _noise(times: dict[int, list[float]], others: float | None) -> str:
     """Why timings cannot be trusted, or "": other processes busy beyond ``BUSY_SHARE`` of the CPUs, or a width
-    whose median forward is ``NOISY_SPREAD`` times its fastest."""
+    whose median timing (a step's round) is ``NOISY_SPREAD`` times its fastest."""
     reasons = []
     if others is not None and others > BUSY_SHARE:
         reasons.append(f"other processes used {others:.0%} of the CPUs while costs were measured")
     spread = _spread(times)
     if spread > NOISY_SPREAD:
-        reasons.append(f"a forward's median time was {spread:.2f}x its fastest")
+        reasons.append(f"a step width's median time was {spread:.2f}x its fastest")
     return "; ".join(reasons)
 
 
 def _spread(times: dict[int, list[float]]) -> float:
-    """The largest median over fastest forward across widths (1.0: every timing alike)."""
+    """The largest median over fastest timing across widths (1.0: every timing alike)."""
     return max((statistics.median(t) / min(t) for t in times.values() if t and min(t) > 0), default=1.0)
 
 
 def target_costs(target, context: Sequence[int], batch: int, k_values: Sequence[int], device
-                 ) -> tuple[float, tuple, str, float]:
-    """One plain step and one verification of each k (k + 1 tokens per row), in seconds, why they cannot be
-    trusted ("" where nothing says so), and their spread (:func:`_spread`)."""
+                 ) -> tuple[float, tuple, str]:
+    """One plain step and one verification of each k (k + 1 tokens per row), in seconds, and why they cannot be
+    trusted ("" where nothing says so)."""
     widths = sorted({k + 1 for k in k_values})
     timer = Timer(target, context, batch, device)
     seconds = timer.seconds([1] + widths)
-    return seconds[1], tuple((width, seconds[width]) for width in widths), timer.noise, timer.spread
+    return seconds[1], tuple((width, seconds[width]) for width in widths), timer.noise
 
 
 def draft_costs(draft, to_input, context: Sequence[int], batch: int, device, target_step_s: float,
-                verify_s: tuple, noise: str = "", spread: float = 1.0) -> Costs:
+                verify_s: tuple, noise: str = "") -> Costs:
     """The costs of a pair: the target's (measured once, with its ``noise``) and one forward of this draft."""
     timer = Timer(draft, context, batch, device, to_input)
     draft_step = timer.seconds([1])[1]
     return Costs(target_step_s=target_step_s, draft_step_s=draft_step, verify_s=verify_s,
-                 noise="; ".join(dict.fromkeys(r for r in (noise, timer.noise) if r)), spread=max(spread, timer.spread))
+                 noise="; ".join(dict.fromkeys(r for r in (noise, timer.noise) if r)))
 
 
 class StepTally:
@@ -213,10 +211,10 @@ def engine_step_costs(start: Callable[[int], Any], batch_sizes: Sequence[int], k
             try:
                 for batch in batch_sizes:
                     for repeat in range(STEP_ROUNDS + 1):
-                        for width_of, running in ((None, plain), (k, engine)):
+                        for running in (plain, engine):
                             was = running.cpu_s
                             for seconds, live, drafted in running.steps(batch, tokens):
-                                width = None if not width_of else k if drafted is None else round(drafted / live)
+                                width = None if running is plain else k if drafted is None else round(drafted / live)
                                 tallies[batch].add(width, seconds, live)
                             used += running.cpu_s - was
                         tallies[batch].end_round(timed=repeat > 0)

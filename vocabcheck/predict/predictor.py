@@ -94,7 +94,6 @@ class _Context:
     verify_s: tuple
     say: Progress
     noise: str = ""  # why the target's costs cannot be trusted
-    spread: float = 1.0  # the target's timings' median over fastest (predict/cost.py)
 
 
 def _timing_context(greedy: continuations.Continuations) -> tuple[int, ...]:
@@ -181,12 +180,12 @@ def _contexts(request: PredictRequest, session: Session, greedy: continuations.C
     for)."""
     out = []
     for batch_size in request.every_batch_size:
-        step, verify, noise, spread = 0.0, (), "", 1.0
+        step, verify, noise = 0.0, (), ""
         if request.measure_costs:
-            step, verify, noise, spread = cost.target_costs(session.target_model, _timing_context(greedy), batch_size,
+            step, verify, noise = cost.target_costs(session.target_model, _timing_context(greedy), batch_size,
                                                     request.k_values, session.device)
         out.append(_Context(replace(request, batch_size=batch_size), session, greedy, tuple(sampled), step, verify,
-                            say, noise, spread))
+                            say, noise))
         say(f"the target's costs at batch {batch_size}")
     return out
 
@@ -195,7 +194,8 @@ def _with_steps(costs: Costs, context: _Context, session: Session, method: Metho
                 engine_steps: dict | None = None) -> Costs:
     """``costs`` with the steps that price a k at the context's batch size — the decoder's own
     (:func:`cost.step_costs`), or those ``engine_steps`` holds (another engine's, :func:`_engine_steps`) — their noise
-    added to the forwards' and their spread the costs'; as they are where costs are not measured."""
+    added to the forwards' and their spread the costs' (the forwards, of which the fastest is kept, have none); as
+    they are where costs are not measured."""
     request = context.request
     if not request.measure_costs:
         return costs
@@ -207,7 +207,6 @@ def _with_steps(costs: Costs, context: _Context, session: Session, method: Metho
         prompts = [chain.prompt for chain in context.greedy.chains]
         plain, steps, noise, spread = cost.step_costs(session, prompts, request.batch_size, method, request.k_values,
                                                       request.options.max_new_tokens)
-    # the steps price the speedups: their rounds' scatter is the spread (the forwards' load stays in the noise)
     return replace(costs, plain_step_s=plain, step_s=steps, engine=engine,
                    noise="; ".join(dict.fromkeys(r for r in (costs.noise, noise) if r)), spread=spread)
 
@@ -220,25 +219,22 @@ def _engine_steps(contexts: Sequence[_Context], method: Method, draft: str | Non
     request = contexts[0].request
     if request.engine == "vocabcheck" or not request.measure_costs:
         return None
-    from ..engines.vllm_worker import EngineProcess
+    from ..engines.vllm_worker import EngineProcess, job
 
     sizes = [context.request.batch_size for context in contexts]
     prompts = cost.first_prompts([chain.prompt for chain in contexts[0].greedy.chains], max(sizes))
     options = request.options
-    job = {"target": request.target, "seed": options.seed, "ngram_min": options.ngram_min,
-           "ngram_max": options.ngram_max, "batch_size": max(sizes), "device": request.device, "dtype": request.dtype,
-           "prompts": prompts, "sampling": {"temperature": 0.0, "top_k": 0, "top_p": 1.0}}
     started: list = []
 
     def start(k: int):
-        engine = EngineProcess({**job, "method": method if k else Method.NONE, "k": k,
-                                "draft": draft if k and method.needs_draft else None})
+        engine = EngineProcess(job(request.target, draft if k and method.needs_draft else None,
+                                   method if k else Method.NONE, k, options, max(sizes), request.device,
+                                   request.dtype, prompts))
         started.append(engine.ready)
         return engine
 
     steps = cost.engine_step_costs(start, sizes, request.k_values, options.max_new_tokens)
-    ready = started[0]
-    return {"engine": f"vLLM {ready['version']}", "device": ready["device"], "steps": steps}
+    return {"engine": f"vLLM {started[0]['version']}", "steps": steps}
 
 
 def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None,
@@ -271,8 +267,7 @@ def _ngram(contexts: Sequence[_Context]) -> list[Candidate]:
     out = []
     for context in contexts:
         costs = _with_steps(Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise,
-                                  spread=context.spread, full_width=False), context, first.session, Method.NGRAM,
-                            engine_steps)
+                                  full_width=False), context, first.session, Method.NGRAM, engine_steps)
         counted = [greedy_counts(runs, k, context.request.batch_size) for k in request.k_values]
         greedy = _predictions(context, counted, costs)
         sampled = tuple((t, _predictions(context, counts, costs, counted)) for t, counts in sampled_counts)
@@ -339,8 +334,8 @@ def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) ->
         costs = None
         if request.measure_costs:
             costs = _with_steps(cost.draft_costs(model, to_input, _timing_context(context.greedy), batch_size, device,
-                                                 context.target_step_s, context.verify_s, context.noise,
-                                                 context.spread), context, session, Method.DRAFT, engine_steps)
+                                                 context.target_step_s, context.verify_s, context.noise),
+                                context, session, Method.DRAFT, engine_steps)
         context.say(f"{draft}: costs at batch {batch_size}")
         alignment = session.comparison.alignment
         counted = counts_at(batch_size)
