@@ -33,7 +33,6 @@ from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {"draft": "draft model", "ngram": "n-gram"}
-REUSED = "both read back from predict-quiet.json and predict-busy.json, made by an earlier run of this command"
 
 
 def predict_argv(target: str, draft: str, prompts: str, sizes: str, ks: str, engine: str = "vocabcheck"
@@ -48,7 +47,7 @@ def measured_rows(bench: dict, engine: str) -> dict[tuple[str, int, int], dict]:
     if engine == "vocabcheck":
         return {(r["method"], r["batch_size"], r["k"]): r for r in bench["rows"]}
     rows = {(r["method"], r["batch_size"], r["k"]): {"k": r["k"], "tpot_ms": r["vllm"]["tpot_ms"]}
-            for r in bench["vllm_rows"]}
+            for r in bench["vllm_rows"] if not r.get("served")}  # a served table's engine is not a fixed-k cell
     for (method, batch, k), row in rows.items():
         row["speedup"] = rows[("none", batch, 0)]["tpot_ms"] / row["tpot_ms"]
     return rows
@@ -87,6 +86,33 @@ def predicted_speedups(document: dict) -> dict[tuple[str, int, int], float]:
     return out
 
 
+def _served_lines(bench: dict, priced_on: str) -> list[str]:
+    """The bench's own measurement of the served table (``bench --served``: on vLLM one engine with the whole
+    ``speculative_config``), where the bench was made with it; ``priced_on``: the engine whose steps priced it."""
+    rows = bench.get("served") or []
+    if not rows:
+        return []
+    lines = ["## The served table run as served (`bench --served`)", "",
+             "On vocabcheck's decoder the served k is that fixed-k cell; on vLLM one engine ran predict's "
+             "speculative_config (num_speculative_tokens_per_batch_size) for every batch size. predict priced the "
+             f"table with {priced_on}'s steps: on the other engine the rows show that table there, not the one "
+             "predict would serve it.", "",
+             "| engine | method | batch | served k | served / none | predicted | best fixed k | best / none | "
+             "served / best | within 5 % of best | not > 5 % slower than none |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        near, safe = r["of_best"] >= 1 / 1.05, r["speedup"] >= 1 / 1.05
+        lines.append(f"| {r['engine']} | {NAMES[r['method']]} | {r['batch_size']} | {r['k']} | {r['speedup']:.2f}× | "
+                     f"{r['predicted_speedup']:.2f}× | {r['best_k']} | {r['best_speedup']:.2f}× | {r['of_best']:.3f} "
+                     f"| {'yes' if near else 'NO'} | {'yes' if safe else 'NO'} |")
+    for engine in dict.fromkeys(r["engine"] for r in rows):
+        mine = [r for r in rows if r["engine"] == engine]
+        lines.append(f"\n- {engine}: within 5 % of the best fixed k in {sum(r['of_best'] >= 1 / 1.05 for r in mine)} "
+                     f"of {len(mine)}; never more than 5 % slower than no speculation in "
+                     f"{sum(r['speedup'] >= 1 / 1.05 for r in mine)} of {len(mine)}")
+    return lines + [""]
+
+
 def _noise(document: dict) -> str:
     """Per batch size, the first reason predict gave for calling its costs noise ("none" where it gave none)."""
     said = [f"batch {p['batch_size']}: {p['noise'].split('; ')[0]}" for p in document["per_batch_size"] if p["noise"]]
@@ -104,22 +130,25 @@ def main() -> int:
                         help="whose steps predict times and whose cells are measured (vllm: the bench's vLLM rows)")
     parser.add_argument("--no-busy", action="store_true", help="skip the run beside a CPU burner")
     parser.add_argument("--reuse", action="store_true",
-                        help="read both predictions from OUT/predict-{quiet,busy}.json (made by an earlier run with "
-                             "the same arguments) instead of running predict again")
+                        help="read each prediction OUT/predict-{quiet,busy}.json holds (made by an earlier run with "
+                             "the same arguments, or by predict itself) instead of running it again; run the others")
     args = parser.parse_args()
     bench = json.loads((args.bench / "bench.json").read_text())
     sizes = ",".join(str(b) for b in bench["plan"]["batch_sizes"])
     ks = ",".join(str(k) for k in bench["plan"]["ks"] if k != "auto")
     argv = predict_argv(args.target, args.draft, args.prompts, sizes, ks, args.engine)
     names = ("quiet",) if args.no_busy else ("quiet", "busy")
-    if args.reuse:
-        quiet, *busy = (json.loads((args.out / f"predict-{name}.json").read_text()) for name in names)
-    else:
-        print("serve_check: predict, quiet", file=sys.stderr, flush=True)
-        quiet, busy = predict(argv, 0), []
-        if not args.no_busy:
-            print("serve_check: predict, beside one burner", file=sys.stderr, flush=True)
-            busy = [predict(argv, 1)]
+    made = {}
+    for name, burners in zip(names, (0, 1)):
+        kept = args.out / f"predict-{name}.json"
+        if args.reuse and kept.is_file():
+            made[name] = json.loads(kept.read_text())
+        else:
+            print(f"serve_check: predict, {'quiet' if not burners else 'beside one burner'}", file=sys.stderr,
+                  flush=True)
+            made[name] = predict(argv, burners)
+    quiet, busy = made["quiet"], [made["busy"]] if "busy" in made else []
+    reused = [name for name in names if args.reuse and (args.out / f"predict-{name}.json").is_file()]
     rows = measured_rows(bench, args.engine)
     table = served(quiet)
     lines = ["# `predict --batch-sizes` against a bench of every fixed k", "",
@@ -127,7 +156,8 @@ def main() -> int:
              f"- {current().line()}",
              f"- predict: `vocabcheck {shlex.join(argv)}` ("
              + ("quiet only" if args.no_busy else "quiet; then the same beside one CPU burner") + "; "
-             + (REUSED if args.reuse else "run by this command") + ")",
+             + ("read back from " + " and ".join(f"predict-{name}.json" for name in reused) + ", made earlier; "
+                "the rest run by this command" if reused else "run by this command") + ")",
              f"- bench: `{bench['command']}` ({args.bench}/bench.md; its header says what ran)"
              + ("; the measured cells are its vLLM rows (vLLM's TPOT; the speedup over vLLM's plain row)"
                 if args.engine == "vllm" else ""),
@@ -186,6 +216,7 @@ def main() -> int:
                f"predict said {'its figures are too noisy' if noisy else 'nothing of noise'} "
                f"({'never a confident wrong answer' if same or noisy else 'a CONFIDENT WRONG answer'})"
                if busy else "- beside one burner: not run (--no-busy)"), "",
+              *_served_lines(bench, quiet.get("engine") or "vocabcheck"),
               "## predict's serving config (quiet)", ""]
     for plan in quiet["serve"]:
         name = NAMES[plan["method"]]

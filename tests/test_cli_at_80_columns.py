@@ -110,7 +110,9 @@ def test_bench_reads_at_80_columns_and_its_progress_is_on_stderr(cache_pair, tmp
 
 def test_predict_tells_two_drafts_apart_cuts_no_cell_and_reports_progress_on_stderr(cache_pair, tmp_path):
     target, draft, other = cache_pair
-    argv = ("predict", target, draft, other, "--prompt", "def f(x):", "-k", "1,2", "--max-new-tokens", 3)
+    report = tmp_path / "report"  # one run: the terminal's view on stdout, the same prediction's JSON in the report
+    argv = ("predict", target, draft, other, "--prompt", "def f(x):", "-k", "1,2", "--max-new-tokens", 3,
+            "--report", report)
     code, out, err = run_to_files(tmp_path, *argv)
     assert code == 0, err
     assert_reads_at_80(out, err)
@@ -118,11 +120,9 @@ def test_predict_tells_two_drafts_apart_cuts_no_cell_and_reports_progress_on_std
               "acceptance", "predicted speedup")
     passes = [line for line in err.splitlines() if line.startswith("vocabcheck: predicting: ")]
     assert passes and passes[-1].startswith("vocabcheck: predicting: 8 of 8 passes done"), err
-    code, out, err = run_to_files(tmp_path, *argv, "--json")
-    assert code == 0, err
-    document = json.loads(out)  # stdout is the document alone
+    document = json.loads((report / "predict.json").read_text(encoding="utf-8"))
     assert [d["draft"] for d in document["drafts"]] != [] and \
-        {d["draft"] for d in document["drafts"]} == {str(draft), str(other)}, out
+        {d["draft"] for d in document["drafts"]} == {str(draft), str(other)}, document
     assert PROGRESS.search(err) and not WARNING_TEXT.search(err), err
 
 

@@ -160,3 +160,4 @@ def test_vllm_reads_the_schedule_back_as_the_table():
     lookup = build_dynamic_sd_schedule_lookup(config["num_speculative_tokens_per_batch_size"], 100,
                                               config["num_speculative_tokens"])
     assert [lookup[b] for b in (1, 3, 4, 15, 16, 64, 100)] == [4, 4, 2, 2, 0, 0, 0]
+    assert [draft.k_at(b) for b in range(1, 101)] == lookup[1:]  # bench --served's k per batch size is vLLM's

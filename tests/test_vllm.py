@@ -146,24 +146,42 @@ def test_an_incompatible_pair_is_refused_before_vllm_starts(cli, vllm_pair, tmp_
     assert "refused: the pair is incompatible" in err
 
 
-def test_bench_puts_vllm_s_rows_beside_vocabcheck_s_with_the_same_greedy_tokens(vllm_pair, tmp_path):
-    """One vLLM engine process per cell, each repeat paired with vocabcheck's; a fixed k only (auto has no row)."""
+def test_bench_puts_vllm_s_rows_beside_vocabcheck_s_and_serves_predict_s_table_as_one_engine(vllm_pair, tmp_path):
+    """One vLLM engine process per fixed-k cell, each repeat paired with vocabcheck's (auto has no row); and with
+    --served, predict's table as vLLM serves it: one engine whose num_speculative_tokens_per_batch_size drafts k=2
+    at batch 1 and nothing at batch 2 (vLLM's own lookup picks k by the rows it runs), every sequence vocabcheck's."""
+    from vocabcheck.methods import Method
+    from vocabcheck.predict.serving import ServePlan, ServeRow
+    from tests.test_bench_served import predict_json
+
     target, draft = vllm_pair
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("\n".join(p.replace("\n", " ") for p in PROMPTS) + "\n", encoding="utf-8")
-    done = vocabcheck_cli("bench", target, draft, "--methods", "none,draft", "-k", "2,auto", "--batch-sizes", 2,
+    served = tmp_path / "predict.json"
+    predict_json(served, [ServePlan(str(draft), Method.DRAFT, (ServeRow(1, 2, 1.3), ServeRow(2, 0, 1.0)),
+                                    same_rows=False)])
+    done = vocabcheck_cli("bench", target, draft, "--methods", "none,draft", "-k", "2,auto", "--batch-sizes", "1,2",
                           "--max-new-tokens", 8, "--prompts", prompts, "--warmup", 0, "--repeat", 1,
-                          "--compare-vllm", "--device", "cpu", "--json")
+                          "--compare-vllm", "--served", served, "--device", "cpu", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
-    rows = {(r["method"], r["k"]): r for r in document["vllm_rows"]}
-    assert set(rows) == {("none", 0), ("draft", 2)}
+    rows = {(r["method"], r["batch_size"], r["k"], r["served"]): r for r in document["vllm_rows"]}
+    assert set(rows) == {("none", b, 0, False) for b in (1, 2)} | {("draft", b, 2, False) for b in (1, 2)} | {
+        ("draft", 1, 2, True), ("draft", 2, 0, True)}
     for row in rows.values():
-        assert row["identical"] is True and row["batch_size"] == 2 and row["repeats"] == 1
+        assert row["identical"] is True and row["repeats"] == 1
         assert row["vllm"]["tpot_ms"] > 0 and row["vocabcheck"]["tpot_ms"] > 0
         assert row["tpot_ratio"] == pytest.approx(row["vllm"]["tpot_ms"] / row["vocabcheck"]["tpot_ms"])
-    assert rows[("draft", 2)]["vllm"]["mean_accepted_length"] > 1.0  # the draft proposed and was accepted
+    assert rows[("draft", 2, 2, False)]["vllm"]["mean_accepted_length"] > 1.0  # the draft proposed and was accepted
+    # the one served engine drafted at batch 1 and, by its table, not at batch 2
+    assert rows[("draft", 1, 2, True)]["vllm"]["mean_accepted_length"] > 1.0
+    assert rows[("draft", 2, 0, True)]["vllm"]["mean_accepted_length"] == 1.0
     assert "no vLLM row for -k auto" in document["vllm_note"]
+    assert "one engine for every batch size" in document["vllm_note"]
+    on_vllm = {r["batch_size"]: r for r in document["served"] if r["engine"] == "vLLM"}
+    assert sorted(on_vllm) == [1, 2] and [on_vllm[b]["k"] for b in (1, 2)] == [2, 0]
+    plain = {r["batch_size"]: r["vllm"]["tpot_ms"] for r in document["vllm_rows"] if r["method"] == "none"}
+    assert on_vllm[1]["speedup"] == pytest.approx(plain[1] / rows[("draft", 1, 2, True)]["vllm"]["tpot_ms"])
 
 
 @pytest.mark.parametrize("role", ["target", "draft"])

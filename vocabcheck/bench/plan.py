@@ -40,6 +40,7 @@ class BenchPlan:
     repeat: int = 3
     compare_hf: bool = False
     ks: tuple[KValue, ...] | None = None
+    served: tuple = ()  # bench --served: predict's serving tables (vocabcheck.predict.serving.ServePlan)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", replace(self.options, ignore_eos=True))
@@ -197,6 +198,13 @@ class BenchResult:
     cells_planned: int = 0
     vllm_rows: tuple = ()  # bench --compare-vllm: vocabcheck.bench.vllm_rows.EngineRow per fixed-k cell
     vllm_note: str = ""
+
+    @property
+    def served(self) -> tuple:
+        """bench --served: each table's batch sizes against the best fixed k (:mod:`vocabcheck.bench.served`)."""
+        from .served import served_rows
+
+        return served_rows(self, self.plan.served) if self.plan.served else ()
 
     def row(self, method: str, batch_size: int, k: KValue | None = None) -> Row | None:
         return next((r for r in self.rows + self.hf_rows if r.method == method and r.batch_size == batch_size

@@ -7,6 +7,10 @@ repeat of the same cell on vocabcheck's decoder right after it, so the two colum
 side, under the same load, and the ratio is what the row reports. ``-k auto`` cells have no vLLM row (vLLM has one k
 for every row); the note says so.
 
+A served table (``bench --served``, :mod:`vocabcheck.bench.served`) is one engine for every batch size, as vLLM
+serves it: ``num_speculative_tokens_per_batch_size`` set, ``max_num_seqs`` the largest batch size; each of its
+repeats runs every prompt at one batch size through it, paired with vocabcheck's run of the k the table serves there.
+
 Every sequence generates exactly ``max_new_tokens`` tokens (eos ignored, as in the other rows). Greedy output is
 checked: every vLLM sequence must equal vocabcheck's for the same prompt.
 """
@@ -37,6 +41,7 @@ class EngineRow:
     vocabcheck_mean_accepted_length: float
     repeats: int
     identical: bool | None  # greedy: every vLLM sequence equals vocabcheck's; None when sampling
+    served: bool = False  # a served table's engine (bench --served) at this batch size; k is the k it serves there
 
     @property
     def tpot_ratio(self) -> float:
@@ -49,7 +54,8 @@ class EngineRow:
                          "mean_accepted_length": self.vllm_mean_accepted_length},
                 "vocabcheck": {"tpot_ms": self.vocabcheck_tpot_ms, "tokens_per_s": self.vocabcheck_tokens_per_s,
                                "mean_accepted_length": self.vocabcheck_mean_accepted_length},
-                "tpot_ratio": self.tpot_ratio, "repeats": self.repeats, "identical": self.identical}
+                "tpot_ratio": self.tpot_ratio, "repeats": self.repeats, "identical": self.identical,
+                "served": self.served}
 
 
 def vllm_cells(plan: BenchPlan, methods: Sequence[Method]) -> list[tuple[Method, int, int]]:
@@ -61,50 +67,87 @@ def vllm_cells(plan: BenchPlan, methods: Sequence[Method]) -> list[tuple[Method,
 
 def run_vllm_rows(session, prompts: Sequence[Sequence[int]], plan: BenchPlan, methods: Sequence[Method],
                   progress: Callable[[str], None] | None = None) -> tuple[list[EngineRow], str]:
-    """Measure every fixed-k cell on vLLM, each repeat paired with vocabcheck's (``session``) run of the cell."""
+    """Measure every fixed-k cell on vLLM, and each of ``plan.served``'s tables as one engine at every batch size,
+    each repeat paired with vocabcheck's (``session``) run of the cell."""
     from ..engines.vllm_worker import EngineProcess, job
-    from .run import _batches, _run_ours
 
     say = progress or (lambda message: None)
     methods = [Method.parse(m) for m in methods]
     request = session.request
     rows, version, device = [], "", ""
     for method, batch_size, k in vllm_cells(plan, methods):
-        options = plan.cell_options(method, k if method.proposes else 0)
-        batches = _batches(prompts, batch_size)
         label = f"vLLM {method}, batch {batch_size}" + (f", k={k}" if method.proposes else "")
         say(f"starting vLLM and warming up: {label}")
-        engine = EngineProcess(job(request.target, request.draft if method.needs_draft else None, method, k, options,
-                                   batch_size, request.device, request.dtype,
-                                   [ids for batch in batches for ids in batch]))
+        engine = EngineProcess(job(request.target, request.draft if method.needs_draft else None, method, k,
+                                   plan.cell_options(method, k), batch_size, request.device, request.dtype,
+                                   prompts))
         try:
             version, device = engine.ready["version"], engine.ready["device"]
-            for _ in range(plan.warmup):
-                _run_ours(session, batches[:1], replace(options, max_new_tokens=min(8, plan.max_new_tokens)))
-            theirs, ours = [], []
-            for repeat in range(plan.repeat):
-                say(f"repeat {repeat + 1}/{plan.repeat}: {label}, then vocabcheck's")
-                theirs.append(engine.run(plan.max_new_tokens))
-                run = _run_ours(session, batches, replace(options, max_new_tokens=plan.max_new_tokens))
-                if run is None:
-                    raise KeyboardInterrupt
-                ours.append(run)
+            rows.append(_paired(engine, session, prompts, plan, method, batch_size, k, label, say))
         finally:
             engine.close()
-        identical = None
-        if options.sampling.greedy:
-            identical = all([tuple(ids) for ids in t["token_ids"]] == list(o[1]) for t, o in zip(theirs, ours))
-        rows.append(EngineRow(
-            method=method, batch_size=batch_size, k=k,
-            vllm_tpot_ms=statistics.median(t["tpot_ms"] for t in theirs),
-            vocabcheck_tpot_ms=statistics.median(o[0].tpot_ms for o in ours),
-            vllm_tokens_per_s=statistics.median(t["tokens_per_s"] for t in theirs),
-            vocabcheck_tokens_per_s=statistics.median(o[0].tokens_per_s for o in ours),
-            vllm_mean_accepted_length=statistics.median(t["mean_accepted_length"] for t in theirs),
-            vocabcheck_mean_accepted_length=statistics.median(o[0].mean_accepted_length for o in ours),
-            repeats=plan.repeat, identical=identical))
+    for table in plan.served:
+        if table.method not in methods:
+            continue
+        schedule = table.schedule()
+        method = table.method if table.k_max else Method.NONE
+        label = f"vLLM, {table.method} served table ({_ranges(schedule)})"
+        say(f"starting vLLM and warming up: {label}")
+        engine = EngineProcess(job(request.target, request.draft if method.needs_draft else None, method,
+                                   table.k_max, plan.cell_options(method, table.k_max), max(plan.batch_sizes),
+                                   request.device, request.dtype, prompts,
+                                   schedule=schedule if len(schedule) > 1 else None))
+        try:
+            version, device = engine.ready["version"], engine.ready["device"]
+            for batch_size in plan.batch_sizes:
+                k = table.k_at(batch_size)
+                row = _paired(engine, session, prompts, plan, table.method if k else Method.NONE, batch_size, k,
+                              f"{label}, batch {batch_size}", say)
+                rows.append(replace(row, method=table.method, served=True))
+        finally:
+            engine.close()
     skipped = AUTO in plan.ks and any(m.proposes for m in methods)
     note = (f"vLLM {version} on {device}, one engine process per cell; each vLLM repeat paired with vocabcheck's "
             "run of the same cell right after it; eos ignored"
+            + ("; a served table is one engine for every batch size (num_speculative_tokens_per_batch_size, "
+               "max_num_seqs the largest batch size), each batch size paired with vocabcheck's run of the k it "
+               "serves there" if any(r.served for r in rows) else "")
             + ("; no vLLM row for -k auto (vLLM runs one k for every row)" if skipped else ""))
     return rows, note
+
+
+def _ranges(schedule) -> str:
+    return ", ".join(f"k={k} at batch {start}" + (f"-{end}" if end != start else "") for start, end, k in schedule)
+
+
+def _paired(engine, session, prompts, plan: BenchPlan, method: Method, batch_size: int, k: int, label: str,
+            say) -> EngineRow:
+    """``plan.repeat`` runs of every prompt on ``engine`` in batches of ``batch_size``, each followed by
+    vocabcheck's run of the cell (method, batch size, k), after ``plan.warmup`` warm-ups of ours (vLLM warmed up
+    when it started); the medians as one row."""
+    from .run import _batches, _run_ours
+
+    options = plan.cell_options(method, k if method.proposes else 0)
+    batches = _batches(prompts, batch_size)
+    for _ in range(plan.warmup):
+        _run_ours(session, batches[:1], replace(options, max_new_tokens=min(8, plan.max_new_tokens)))
+    theirs, ours = [], []
+    for repeat in range(plan.repeat):
+        say(f"repeat {repeat + 1}/{plan.repeat}: {label}, then vocabcheck's")
+        theirs.append(engine.run(plan.max_new_tokens, batch_size))
+        run = _run_ours(session, batches, replace(options, max_new_tokens=plan.max_new_tokens))
+        if run is None:
+            raise KeyboardInterrupt
+        ours.append(run)
+    identical = None
+    if options.sampling.greedy:
+        identical = all([tuple(ids) for ids in t["token_ids"]] == list(o[1]) for t, o in zip(theirs, ours))
+    return EngineRow(
+        method=method, batch_size=batch_size, k=k,
+        vllm_tpot_ms=statistics.median(t["tpot_ms"] for t in theirs),
+        vocabcheck_tpot_ms=statistics.median(o[0].tpot_ms for o in ours),
+        vllm_tokens_per_s=statistics.median(t["tokens_per_s"] for t in theirs),
+        vocabcheck_tokens_per_s=statistics.median(o[0].tokens_per_s for o in ours),
+        vllm_mean_accepted_length=statistics.median(t["mean_accepted_length"] for t in theirs),
+        vocabcheck_mean_accepted_length=statistics.median(o[0].mean_accepted_length for o in ours),
+        repeats=plan.repeat, identical=identical)

@@ -48,6 +48,10 @@ def bench(
     seed: Seed = 0,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON (schema vocabcheck.bench/1)."),
     report: Path = typer.Option(None, "--report", help="Write bench.md, bench.json and charts to this directory."),
+    served: Path = typer.Option(None, "--served", help="predict's JSON (`vocabcheck predict --json`, or predict.json "
+                                                       "in its --report): also measure the k it serves per batch "
+                                                       "size against every fixed k and plain decoding; with "
+                                                       "--compare-vllm, its speculative_config as one vLLM engine."),
     predict: bool = typer.Option(False, "--predict", help="Also predict each speculative cell (as `vocabcheck "
                                                           "predict` does, before measuring) and show it beside "
                                                           "what was measured."),
@@ -56,6 +60,7 @@ def bench(
     checked against plain decoding in every cell (exit code 1 if it differs)."""
     from ..bench import BenchPlan, default_prompts, parse_ks, run_bench
     from ..bench.prediction import predict_cells
+    from ..bench.served import read_plans, with_served_ks
     from ..decode import DecodeOptions, Sampling
     from ..decode.load.loading import Prompt, read_prompt_file
     from ..decode.session import RunRequest, start_session
@@ -73,9 +78,13 @@ def bench(
     if any(m.needs_draft for m in chosen) and not draft:
         raise VocabcheckError("--methods includes draft but no DRAFT model was given")
     ks = parse_ks(k)
+    # a file that cannot be used: one line, before anything runs
+    tables = read_plans(served, chosen, draft) if served is not None else ()
+    if tables and Method.NONE not in chosen:
+        raise BadOption("--served sets each served table against plain decoding: add none to --methods")
     options = DecodeOptions(max_new_tokens=max_new_tokens, sampling=Sampling(temperature=temperature), seed=seed)
     plan = BenchPlan(batch_sizes=sizes, methods=chosen, options=options, warmup=warmup, repeat=repeat,
-                     compare_hf=compare_hf, ks=ks)
+                     compare_hf=compare_hf, ks=with_served_ks(ks, tables, sizes), served=tables)
     texts = read_prompt_file(prompts, prompt_format) if prompts is not None else [Prompt(t) for t in default_prompts()]
     err = terminal.console(stderr=True)
     with terminal.progress_line(err, "loading the models"):

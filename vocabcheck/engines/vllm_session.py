@@ -166,6 +166,7 @@ class VllmSession:
     engine: str = NAME
     engine_version: str = ""
     notes: tuple[str, ...] = ()
+    schedule: tuple | None = None  # num_speculative_tokens_per_batch_size: a served table (bench --served)
     _llm: Any = None  # the vLLM engine, started on the first generate
     _llm_spec: EngineSpec | None = None
 
@@ -175,7 +176,8 @@ class VllmSession:
 
     def config_for(self, options) -> dict[str, Any] | None:
         return speculative_config(options.method, engine_k(options.k), draft_dir=self.draft_dir,
-                                  ngram_min=options.ngram_min, ngram_max=options.ngram_max)
+                                  ngram_min=options.ngram_min, ngram_max=options.ngram_max,
+                                  per_batch_size=self.schedule if options.method.proposes else None)
 
     def _engine(self, options, batch_size: int, longest: int):
         config = self.config_for(options)
@@ -219,11 +221,14 @@ class VllmSession:
         ids = self.encode(prompts, chat)
         return self.generate_ids_batches(prompts, ids, options, batch_size=batch_size, on_tokens=on_tokens)
 
-    def generate_ids_batches(self, prompts, ids, options, *, batch_size: int = 1, on_tokens=None):
+    def generate_ids_batches(self, prompts, ids, options, *, batch_size: int = 1, on_tokens=None,
+                             max_num_seqs: int | None = None):
+        """Every prompt in batches of ``batch_size``, on an engine scheduling ``max_num_seqs`` rows (the batch size
+        by default; more where one engine serves several batch sizes, as a served table's does)."""
         from ..decode.metrics import Metrics
         from ..decode.session import RunResult, SequenceResult
 
-        llm = self._engine(options, batch_size, max(len(p) for p in ids))
+        llm = self._engine(options, max(batch_size, max_num_seqs or 0), max(len(p) for p in ids))
         tokenizer = self.target_profile.source.tokenizer
         metrics = Metrics(method=options.method, k=engine_k(options.k) if options.method.proposes else 0,
                           batch_size=0)

@@ -7,10 +7,12 @@ predict one per (method, k), so each runs here, in a child kept while its calls 
 
 Protocol (one JSON document per line): the parent writes the job (target, draft directory, decode options, batch
 size, prompt ids); the child starts the engine and answers ``{"ready": true}``. Then each line ``{"tokens": N}``
-runs every prompt for N new tokens and is answered with the call's figures and token ids; ``{"steps": N,
-"batch_size": B}`` runs the first B prompts (cycled) for N new tokens and is answered with each decode step's time,
-rows and drafted proposals; ``{"quit": true}`` (or end of input) ends it. The job's ``batch_size`` is the most rows the
-engine schedules (``max_num_seqs``). A failure is answered ``{"error": "<one line>"}`` and the child exits.
+runs every prompt for N new tokens, in batches of the job's batch size or of the request's ``"batch_size"``
+(the prompts cycled to fill the last batch, as bench does), and is answered with the call's figures and token ids;
+``{"steps": N, "batch_size": B}`` runs the first B prompts (cycled) for N new tokens and is answered with each
+decode step's time, rows and drafted proposals; ``{"quit": true}`` (or end of input) ends it. The job's
+``batch_size`` is the most rows the engine schedules (``max_num_seqs``), and its ``schedule`` a served table's
+``num_speculative_tokens_per_batch_size``. A failure is answered ``{"error": "<one line>"}`` and the child exits.
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from ..methods import Method
 
 
 def job(target: str, draft: str | None, method, k: int, options, batch_size: int, device: str, dtype: str,
-        prompts) -> dict[str, Any]:
+        prompts, schedule=None) -> dict[str, Any]:
     """The job line that starts an engine: the pair (``draft`` None for n-gram lookup and plain decoding), the method
-    and k (0 where it proposes nothing), the decode options' seed, n-gram bounds and sampling, the most rows it
-    schedules, and the prompt ids."""
+    and k (0 where it proposes nothing; a served table's largest k), the decode options' seed, n-gram bounds and
+    sampling, the most rows it schedules, the prompt ids, and a served table's (start, end, k) ranges (``schedule``:
+    vLLM's ``num_speculative_tokens_per_batch_size``)."""
     sampling = options.sampling
     return {"target": target, "draft": draft, "method": method, "k": k if Method(method).proposes else 0,
+            "schedule": [list(r) for r in schedule] if schedule else None,
             "seed": options.seed, "ngram_min": options.ngram_min, "ngram_max": options.ngram_max,
             "batch_size": batch_size, "device": device, "dtype": dtype, "prompts": [list(p) for p in prompts],
             "sampling": {"temperature": sampling.temperature, "top_k": sampling.top_k, "top_p": sampling.top_p}}
@@ -47,6 +51,7 @@ def main() -> int:
     from dataclasses import replace
 
     from ..decode import DecodeOptions, Sampling
+    from ..bench.run import _batches as batches_of
     from ..decode.load.loading import Prompt
     from ..decode.session import RunRequest
     from . import vllm_session
@@ -59,6 +64,7 @@ def main() -> int:
     try:
         session = vllm_session.open_session(RunRequest(target=job["target"], draft=job["draft"],
                                                methods=(job["method"],), device=job["device"], dtype=job["dtype"]))
+        session.schedule = tuple(tuple(r) for r in job["schedule"]) if job.get("schedule") else None
         prompts = [list(p) for p in job["prompts"]]
         texts = [Prompt(None)] * len(prompts)
         session.generate_ids_batches(texts, prompts, options, batch_size=job["batch_size"])  # starts the engine
@@ -80,8 +86,11 @@ def main() -> int:
                                              count_drafts=Method(job["method"]) is Method.NGRAM)
             _answer({"steps": [list(step) for step in steps]})
             continue
-        result = session.generate_ids_batches(texts, prompts, replace(options, max_new_tokens=request["tokens"]),
-                                              batch_size=job["batch_size"])
+        size = int(request.get("batch_size") or job["batch_size"])
+        ids = [row for batch in batches_of(prompts, size) for row in batch]  # cycled to fill the last batch
+        result = session.generate_ids_batches([Prompt(None)] * len(ids), ids,
+                                              replace(options, max_new_tokens=request["tokens"]), batch_size=size,
+                                              max_num_seqs=job["batch_size"])
         metrics = result.metrics
         _answer({"tpot_ms": metrics.tpot_ms, "tokens_per_s": metrics.tokens_per_s,
                  "mean_accepted_length": metrics.mean_accepted_length, "drafted": metrics.drafted,
@@ -123,8 +132,9 @@ class EngineProcess:
         lines = [line.strip() for line in self.log.read().splitlines() if line.strip()]
         return lines[-1] if lines else f"the vLLM process ended (exit code {self.process.returncode})"
 
-    def run(self, tokens: int) -> dict[str, Any]:
-        return self._ask({"tokens": tokens})
+    def run(self, tokens: int, batch_size: int | None = None) -> dict[str, Any]:
+        """Every prompt for ``tokens`` new tokens, in batches of ``batch_size`` (the job's by default)."""
+        return self._ask({"tokens": tokens, "batch_size": batch_size})
 
     def steps(self, batch_size: int, tokens: int) -> list[tuple[float, int, int | None]]:
         """The engine's decode steps over the job's first ``batch_size`` prompts (cycled where fewer), ``tokens`` new

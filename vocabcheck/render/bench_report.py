@@ -137,10 +137,25 @@ VLLM_HEADER = ("method", "batch", "k", "vLLM TPOT ms", "vocabcheck TPOT ms", "vL
 
 def _vllm_cells(row) -> list[str]:
     same = {True: "yes", False: "NO", None: "n/a (sampled)"}[row.identical]
-    return [row.method, str(row.batch_size), "-" if row.method == Method.NONE else str(row.k),
+    k = "-" if row.method == Method.NONE else str(row.k)
+    return [row.method, str(row.batch_size), f"served table: {row.k}" if row.served else k,
             f"{row.vllm_tpot_ms:.2f}", f"{row.vocabcheck_tpot_ms:.2f}", f"{row.tpot_ratio:.2f}x",
             f"{row.vllm_tokens_per_s:.1f}", f"{row.vocabcheck_tokens_per_s:.1f}",
             f"{row.vllm_mean_accepted_length:.2f} / {row.vocabcheck_mean_accepted_length:.2f}", same]
+
+
+SERVED_HEADER = ("engine", "method", "batch", "served k", "speedup", "predicted", "best fixed k", "best speedup",
+                 "served / best")
+
+
+def _served_cells(row) -> list[str]:
+    return [row.engine, row.method, str(row.batch_size), str(row.k), f"{row.speedup:.2f}x",
+            f"{row.predicted_speedup:.2f}x", str(row.best_k), f"{row.best_speedup:.2f}x", f"{row.of_best:.2f}"]
+
+
+SERVED_NOTE = ("speedup: TPOT of plain decoding over the served k's on the same engine (k 0: plain decoding, 1.00x); "
+               "best: the fastest of every fixed k measured and plain decoding; on vocabcheck's decoder the served "
+               "k is that fixed-k cell, on vLLM one engine running predict's speculative_config for every batch size")
 
 
 def print_bench(out: Console, result: BenchResult) -> None:
@@ -154,6 +169,15 @@ def print_bench(out: Console, result: BenchResult) -> None:
             table.add_row(*_vllm_cells(row))
         print_table(out, table)
         out.print(Text("vLLM: ", style="bold") + Text(result.vllm_note))
+    served = result.served
+    if served:
+        table = Table(title="The served table (predict's k per batch size)", title_justify="left")
+        for name in SERVED_HEADER:
+            table.add_column(name)
+        for row in served:
+            table.add_row(*_served_cells(row))
+        print_table(out, table)
+        out.print(Text("served: ", style="bold") + Text(SERVED_NOTE))
     for line in _noise_lines(result):
         out.print(Text("noisy: ", style="bold yellow") + Text(line))
     for line in _failure_lines(result):
@@ -202,7 +226,10 @@ def bench_document(result: BenchResult, *, target: str, draft: str | None, comma
                  "ks": list(plan.ks), "max_new_tokens": plan.max_new_tokens, "warmup": plan.warmup,
                  "repeat": plan.repeat, "compare_hf": plan.compare_hf,
                  "temperature": plan.options.sampling.temperature, "seed": plan.options.seed,
-                 "translated": result.translated},
+                 "translated": result.translated,
+                 "served": [{"method": t.method, "per_batch_size": [{"batch_size": r.batch_size, "k": r.k}
+                                                                    for r in t.rows],
+                             "schedule": [list(r) for r in t.schedule()]} for t in plan.served]},
         "prompts": result.prompts,
         "seconds": result.seconds,
         "lossless": result.lossless,
@@ -216,6 +243,7 @@ def bench_document(result: BenchResult, *, target: str, draft: str | None, comma
         "hf_note": result.hf_note,
         "vllm_rows": [row.document() for row in result.vllm_rows],
         "vllm_note": result.vllm_note,
+        "served": [row.document() for row in result.served],
     }
 
 
@@ -270,6 +298,10 @@ def bench_markdown(result: BenchResult, *, target: str, draft: str | None, comma
         lines += ["", "## vLLM beside vocabcheck", "", f"{result.vllm_note}.", "",
                   "| " + " | ".join(VLLM_HEADER) + " |", "|" + "---|" * len(VLLM_HEADER)]
         lines += ["| " + " | ".join(escape(c) for c in _vllm_cells(row)) + " |" for row in result.vllm_rows]
+    if result.served:
+        lines += ["", "## The served table", "", f"{SERVED_NOTE}.", "",
+                  "| " + " | ".join(SERVED_HEADER) + " |", "|" + "---|" * len(SERVED_HEADER)]
+        lines += ["| " + " | ".join(escape(c) for c in _served_cells(row)) + " |" for row in result.served]
     lines += ["", "![TPOT per method and batch size](tpot.png)", "",
               "![Acceptance per draft position](acceptance.png)", ""]
     return document(lines)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 
 def main() -> int:
@@ -73,7 +74,9 @@ def render_chats(profile, conversations) -> list[str]:
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     try:
-        done = subprocess.run([sys.executable, "-m", "vocabcheck.decode.load.templates"], input=job, capture_output=True,
+        # this file run as a script: the child imports json and transformers' renderer, not vocabcheck (whose
+        # package imports torch), and -P keeps the working directory and this one off its sys.path
+        done = subprocess.run([sys.executable, "-P", str(Path(__file__).resolve())], input=job, capture_output=True,
                               text=True, timeout=seconds, preexec_fn=limit)
     except subprocess.TimeoutExpired as exc:
         raise InputError(f"the chat template did not finish rendering in {seconds} s; {TEMPLATE_TIMEOUT_ENV} sets "
