@@ -136,14 +136,11 @@ def served_rows(result, plans: Sequence[ServePlan]) -> tuple[ServedRow, ...]:
     out = []
     for plan in plans:
         for b in result.plan.batch_sizes:
-            k, predicted = plan.k_at(b), _predicted(plan, b)
+            k, predicted = plan.k_at(b), plan.row_at(b).speedup
             ours = {r.k: r.speedup for r in result.rows if r.method == plan.method and r.batch_size == b
                     and r.k != AUTO and r.speedup is not None}
             if result.row(Method.NONE, b) is not None and (k == 0 or k in ours):
-                best = max(ours, key=ours.get, default=0)
-                best = best if ours.get(best, 0.0) > 1.0 else 0
-                out.append(ServedRow("vocabcheck", plan.method, b, k, ours.get(k, 1.0), best, ours.get(best, 1.0),
-                                     predicted))
+                out.append(ServedRow("vocabcheck", plan.method, b, k, ours.get(k, 1.0), *_best(ours), predicted))
             plain = next((r for r in result.vllm_rows if r.method == Method.NONE and r.batch_size == b), None)
             served = next((r for r in result.vllm_rows if r.served and r.method == plan.method and r.batch_size == b),
                           None)
@@ -151,14 +148,12 @@ def served_rows(result, plans: Sequence[ServePlan]) -> tuple[ServedRow, ...]:
                 continue
             theirs = {r.k: plain.vllm_tpot_ms / r.vllm_tpot_ms for r in result.vllm_rows
                       if not r.served and r.method == plan.method and r.batch_size == b}
-            best = max(theirs, key=theirs.get, default=0)
-            best = best if theirs.get(best, 0.0) > 1.0 else 0
-            out.append(ServedRow("vLLM", plan.method, b, k, plain.vllm_tpot_ms / served.vllm_tpot_ms, best,
-                                 theirs.get(best, 1.0), predicted))
+            out.append(ServedRow("vLLM", plan.method, b, k, plain.vllm_tpot_ms / served.vllm_tpot_ms, *_best(theirs),
+                                 predicted))
     return tuple(out)
 
 
-def _predicted(plan: ServePlan, batch_size: int) -> float:
-    """predict's speedup for the k served at ``batch_size``: the measured batch size's row whose range holds it."""
-    row = next((r for r in reversed(plan.rows) if r.batch_size <= batch_size), plan.rows[0])
-    return row.speedup
+def _best(speedups: dict[int, float]) -> tuple[int, float]:
+    """The fastest of the fixed ks (k → speedup over plain decoding) and plain decoding itself (k 0, 1.0)."""
+    best = max(speedups, key=speedups.get, default=0)
+    return (best, speedups[best]) if speedups.get(best, 0.0) > 1.0 else (0, 1.0)

@@ -44,11 +44,14 @@ class ServePlan:
     def k_max(self) -> int:
         return max((row.k for row in self.rows), default=0)
 
+    def row_at(self, batch_size: int) -> ServeRow:
+        """The measured row whose range in :meth:`schedule` holds ``batch_size``: the last measured batch size at or
+        below it (the first row below the first measured size; the last row carried on past it)."""
+        return next((row for row in reversed(self.rows) if row.batch_size <= batch_size), self.rows[0])
+
     def k_at(self, batch_size: int) -> int:
-        """The k this table serves ``batch_size`` rows with, as vLLM looks it up in :meth:`schedule`: the range that
-        holds it, the last range carried on past its end."""
-        ranges = self.schedule()
-        return next((k for start, end, k in ranges if start <= batch_size <= end), ranges[-1][2] if ranges else 0)
+        """The k this table serves ``batch_size`` rows with, as vLLM looks it up in :meth:`schedule`."""
+        return self.row_at(batch_size).k if self.rows else 0
 
     def schedule(self) -> tuple[tuple[int, int, int], ...]:
         """vLLM's (start, end, k) ranges: each measured batch size's k from it (from 1 for the first) to the batch
