@@ -116,3 +116,17 @@ def test_the_served_k_at_any_batch_size_is_the_schedule_s():
     plan = ServePlan("d", Method.DRAFT, (ServeRow(2, 4, 1.6), ServeRow(4, 2, 1.2), ServeRow(16, 0, 1.0)))
     assert plan.schedule() == ((1, 3, 4), (4, 15, 2), (16, 16, 0))
     assert [plan.k_at(b) for b in (1, 2, 3, 4, 15, 16, 64)] == [4, 4, 4, 2, 2, 0, 0]
+
+
+def test_a_table_predict_would_not_serve_is_measured_as_no_speculation(tmp_path):
+    """A table that does not pay (vLLM: its 0 rows cost more than the rest gain; ``pays`` false and no
+    speculative_config) is what predict says to serve without speculation: bench measures it as plain decoding."""
+    from vocabcheck.bench.served import read_plans
+
+    losing = ServePlan("d", Method.DRAFT, (ServeRow(1, 2, 1.1), ServeRow(16, 0, 0.6)))
+    paying = ServePlan("ngram", Method.NGRAM, (ServeRow(1, 4, 1.9), ServeRow(16, 0, 0.7)))
+    path = tmp_path / "predict.json"
+    predict_json(path, (losing, paying))
+    draft, ngram = read_plans(path, ("none", "draft", "ngram"), draft="d")
+    assert [(r.k, r.speedup) for r in draft.rows] == [(0, 1.0), (0, 1.0)] and draft.k_max == 0
+    assert [(r.k, r.speedup) for r in ngram.rows] == [(4, 1.9), (0, 0.7)]  # it pays: served as predicted

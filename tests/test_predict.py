@@ -311,8 +311,9 @@ def test_costs_measured_on_a_busy_machine_say_the_ranking_is_noise_in_every_view
 def test_an_engine_s_steps_are_timed_one_k_at_a_time_beside_a_plain_engine(monkeypatch):
     """`predict --engine vllm` (vLLM fixes k when it starts: an engine per k): the plain engine runs throughout and
     one k's engine beside it — never more than two engines' memory, whatever the k values — every batch size's rounds
-    interleaving the two; a step's width is what the engine drafted per row; the engines' own CPU time is not other
-    processes' load; and another engine's steps are not held to vocabcheck's own forwards."""
+    interleaving the two; a step's width is what the engine drafted per row; an idle engine (the largest k, its table
+    0 everywhere) prices a served 0 as vLLM runs it; the engines' own CPU time is not other processes' load; and
+    another engine's steps are not held to vocabcheck's own forwards."""
     from vocabcheck import machine
     from vocabcheck.predict import cost
     from vocabcheck.predict.result import Costs
@@ -320,14 +321,16 @@ def test_an_engine_s_steps_are_timed_one_k_at_a_time_beside_a_plain_engine(monke
     alive, most, started = set(), [0], []
 
     class Engine:
-        def __init__(self, k):
-            self.k, self.cpu_s = k, 50.0  # what starting it cost, as its first answer says
+        def __init__(self, k, idle=False):
+            self.k, self.idle, self.cpu_s = k, idle, 50.0  # what starting it cost, as its first answer says
             alive.add(self)
             most[0] = max(most[0], len(alive))
-            started.append(k)
+            started.append((k, idle))
 
         def steps(self, batch, tokens):
             self.cpu_s += 1.0
+            if self.idle:  # drafts nothing, yet each step costs more than the plain engine's
+                return [(0.013, batch, 0)] * tokens
             return [(0.010 * (1 + 0.1 * self.k), batch, self.k * batch)] * tokens
 
         def close(self):
@@ -336,22 +339,27 @@ def test_an_engine_s_steps_are_timed_one_k_at_a_time_beside_a_plain_engine(monke
     ticks = iter(range(0, 10_000, 100))  # every sample 100 s later: the machine busy all the time
     monkeypatch.setattr(machine.CpuSample, "now", classmethod(lambda cls: cls(next(ticks), None, 0.0)))
     measured = cost.engine_step_costs(Engine, (1, 4), (2, 1, 4), max_new_tokens=16)
-    assert started == [0, 1, 2, 4] and most[0] == 2 and not alive
-    plain, steps, noise, spread = measured[4]
+    assert started == [(0, False), (1, False), (2, False), (4, False), (4, True)] and most[0] == 2 and not alive
+    plain, steps, noise, spread, idle = measured[4]
     assert plain == pytest.approx(0.010) and dict(steps) == pytest.approx({1: 0.011, 2: 0.012, 4: 0.014})
     assert noise == "" and spread == pytest.approx(1.0)
+    assert idle == pytest.approx(0.013)  # the idle engine's steps are no width's: they price a served 0
+    priced = Costs(target_step_s=0.01, draft_step_s=0.001, verify_s=(), plain_step_s=plain, step_s=steps,
+                   engine="vLLM 0.32.0", idle_step_s=idle)
+    assert priced.idle_speedup == pytest.approx(0.010 / 0.013)
+    assert Costs(target_step_s=0.01, draft_step_s=0.001, verify_s=(), plain_step_s=plain).idle_speedup == 1.0
     # what the machine was doing besides: busy seconds all ours (the engines' CPU seconds) are no one else's load
     samples = iter([machine.CpuSample(0.0, 100.0, 0.0), machine.CpuSample(10.0, 120.0, 0.0)])
     monkeypatch.setattr(machine.CpuSample, "now", classmethod(lambda cls: next(samples)))
 
     class Quiet(Engine):
-        def __init__(self, k):
-            super().__init__(k)
+        def __init__(self, k, idle=False):
+            super().__init__(k, idle)
             self.cpu_s = 0.0
 
         def steps(self, batch, tokens):
-            self.cpu_s += 20.0 / 8  # 20 busy seconds over the 8 calls (4 rounds, 2 engines): all the engines'
-            return [(0.01, batch, self.k * batch)] * tokens
+            self.cpu_s += 20.0 / 16  # 20 busy seconds over the 16 calls (4 rounds, 2 engines, the k and the idle
+            return [(0.01, batch, self.k * batch)] * tokens  # one): all the engines'
 
     assert cost.engine_step_costs(Quiet, (1,), (1,), max_new_tokens=4)[1][2] == ""
     # vLLM's steps are vLLM's: vocabcheck's forwards (k draft forwards and a verification) are no floor for them

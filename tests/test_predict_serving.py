@@ -44,9 +44,14 @@ def test_each_batch_size_predicts_what_run_measures_at_it(word_pairs):  # noqa: 
         assert_same_counts(by_method["ngram"], lambda k: measured(target, None, "ngram", prompts, k, size, TOKENS))
 
 
-def candidate(speedups: dict[int, float], *, draft="d", method=Method.DRAFT, noise="", **fields) -> Candidate:
-    """A candidate whose greedy k values have the given predicted speedups (and costs carrying ``noise``)."""
+def candidate(speedups: dict[int, float], *, draft="d", method=Method.DRAFT, noise="", idle: float = 1.0,
+              **fields) -> Candidate:
+    """A candidate whose greedy k values have the given predicted speedups (and costs carrying ``noise``; where
+    ``idle`` is below 1, measured on vLLM, whose speculative engine drafting nothing runs at that speed)."""
     costs = Costs(target_step_s=0.01, draft_step_s=0.001, verify_s=(), noise=noise, spread=1.07)
+    if idle != 1.0:
+        costs = Costs(target_step_s=0.01, draft_step_s=0.001, verify_s=(), noise=noise, spread=1.07,
+                      plain_step_s=0.010, idle_step_s=0.010 / idle, engine="vLLM 0.32.0")
     greedy = tuple(KPrediction(Counts(k=k, steps=10, drafted=10 * k, accepted=5 * k), s) for k, s in speedups.items())
     return Candidate(draft=draft, method=method, greedy=greedy, costs=costs, **fields)
 
@@ -78,6 +83,46 @@ def test_the_table_serves_each_batch_size_its_best_k_and_none_where_speculation_
                                           "num_speculative_tokens_per_batch_size": [[1, 3, 4], [4, 15, 2], [16, 64, 0]]}
     assert vllm.plan_config(draft, draft_dir="/aligned")["model"] == "/aligned"
     assert [r.k for r in ngram.rows] == [0, 0, 0, 0] and vllm.plan_config(ngram) is None  # never pays: none
+
+
+def test_on_vllm_a_served_0_costs_what_its_idle_engine_costs_and_a_table_that_loses_overall_is_not_served():
+    """vLLM runs a batch size its table gives 0 in the speculative engine, drafting nothing (on vLLM 0.32's CPU build
+    at 0.69-0.71x of the plain engine): that 0 is priced so, a k is served where it beats that, and a table whose
+    losses outweigh its gains (geometric mean over the measured batch sizes) is served as no speculative config."""
+    gains = [prediction(1, candidate({2: 1.6, 4: 1.9}, idle=0.7)), prediction(4, candidate({2: 1.3, 4: 1.2}, idle=0.7)),
+             prediction(16, candidate({2: 0.72, 4: 0.6}, idle=0.7))]
+    plan, = serving.plans(gains)
+    assert [(r.k, r.speedup) for r in plan.rows] == [(4, 1.9), (2, 1.3), (0, pytest.approx(0.7))]  # 0.72: no margin
+    assert plan.loses_at == (16,) and plan.pays  # (1.9 * 1.3 * 0.7)^(1/3) = 1.19
+    config = vllm.plan_config(plan)
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 3, 4], [4, 15, 2], [16, 16, 0]]
+    beats_idle = [prediction(1, candidate({2: 1.6}, idle=0.7)), prediction(16, candidate({1: 0.8, 2: 0.75}, idle=0.7))]
+    assert [(r.k, r.speedup) for r in serving.plans(beats_idle)[0].rows] == [(2, 1.6), (1, 0.8)]
+    loses = [prediction(1, candidate({2: 1.1}, idle=0.7)), prediction(16, candidate({2: 0.6}, idle=0.7))]
+    plan, = serving.plans(loses)
+    assert plan.k_max == 2 and plan.loses_at == (16,) and not plan.pays and vllm.plan_config(plan) is None
+    # on vocabcheck's decoder a 0 is a plain step: a table that speculates anywhere pays, however little
+    small = [prediction(1, candidate({2: 1.04})), prediction(4, candidate({2: 1.0})), prediction(16, candidate({2: 0.5}))]
+    plan, = serving.plans(small)
+    assert [r.k for r in plan.rows] == [2, 0, 0] and plan.loses_at == () and plan.pays
+    # every view says where the served table loses, and that a losing table is served without speculation
+    serve = (serving.ServeConfig(serving.plans(gains)[0], vllm.plan_config(serving.plans(gains)[0])),)
+    markdown = predict_report.predict_markdown(gains, serve, command="x")
+    assert "| d | k=4 (1.90×) | k=2 (1.30×) | 0 (0.70×) |" in markdown
+    assert "slower than serving without speculation at batch 16 (0.70×)" in " ".join(markdown.split())
+    document = predict_report.predict_document(gains, serve, command="x")
+    jsonschema.validate(document, schema("predict-1"))
+    assert document["serve"][0]["pays"] is True and document["serve"][0]["loses_at"] == [16]
+    assert document["drafts"][0]["idle_step_ms"] == pytest.approx(10 / 0.7)
+    losing = (serving.ServeConfig(serving.plans(loses)[0], None),)
+    assert "does not pay" in " ".join(predict_report.predict_markdown(loses, losing, command="x").split())
+    from rich.console import Console
+    import io
+
+    log = io.StringIO()
+    predict_report.print_prediction(Console(file=log, width=80), gains, serve)
+    text = " ".join(log.getvalue().split())
+    assert "0 · 0.70×" in text and "serve without a speculative config" in text
 
 
 def test_the_table_follows_batch_size_whatever_order_the_sizes_were_given_in():

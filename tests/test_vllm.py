@@ -246,6 +246,8 @@ def test_predict_on_vllm_prices_k_with_vllm_s_own_steps(vllm_pair, tmp_path):
         for candidate, same in ((theirs["drafts"][0], mine["drafts"][0]), (theirs["ngram"], mine["ngram"])):
             assert candidate["step_engine"] == on_vllm["engine"] and same["step_engine"] == "vocabcheck"
             assert candidate["plain_step_ms"] > 0
+            # a served 0 on vLLM is its speculative engine drafting nothing, timed; on vocabcheck's, a plain step
+            assert candidate["idle_step_ms"] > 0 and same["idle_step_ms"] is None
             widths = {int(w) for w in candidate["step_ms"]}
             assert widths and widths <= {0, 1, 2}
             assert candidate["step_cost"]["2"] >= 1.0
@@ -256,3 +258,7 @@ def test_predict_on_vllm_prices_k_with_vllm_s_own_steps(vllm_pair, tmp_path):
     assert on_vllm["drafts"][0]["per_k"][0]["mean_accepted_length"] > 1.0  # the draft agrees with the target
     for served in on_vllm["serve"]:
         assert served["validated_by"] == on_vllm["engine"] or served["speculative_config"] is None, served
+        for row in (r for r in served["per_batch_size"] if r["k"] == 0):  # priced by the idle engine
+            at = next(p for p in on_vllm["per_batch_size"] if p["batch_size"] == row["batch_size"])
+            priced = at["ngram"] if served["method"] == "ngram" else at["drafts"][0]
+            assert row["speedup"] == pytest.approx(priced["plain_step_ms"] / priced["idle_step_ms"])

@@ -92,6 +92,8 @@ def _plan(table: Any, index: int, path: Path, what: str) -> ServePlan:
     out.sort(key=lambda r: r.batch_size)
     if len({r.batch_size for r in out}) < len(out):
         raise InputError(f"{where} names one batch size twice", path)
+    if table.get("pays") is False:  # predict serves it without speculation (its 0 rows cost more than the rest gain)
+        out = [ServeRow(r.batch_size, 0, 1.0) for r in out]
     return ServePlan(draft=str(table.get("draft") or "ngram"), method=method, rows=tuple(out),
                      same_rows=bool(table.get("same_rows", True)))
 

@@ -143,10 +143,11 @@ def validated(result):
 def plan_config(plan, *, draft_dir: str | None = None, ngram_min: int = 1, ngram_max: int = 3
                 ) -> dict[str, Any] | None:
     """vLLM's ``speculative_config`` for a serving table (:class:`vocabcheck.predict.serving.ServePlan`; ``draft_dir``:
-    where vLLM finds the draft, the name the user gave by default), or None where no batch size speculates. One k for
+    where vLLM finds the draft, the name the user gave by default), or None where the table does not pay
+    (:attr:`ServePlan.pays`: no batch size speculates, or its 0 rows cost more than the others gain). One k for
     every batch size is ``num_speculative_tokens`` alone; else ``num_speculative_tokens`` is the largest k and
     ``num_speculative_tokens_per_batch_size`` the plan's schedule."""
-    if plan.k_max == 0:
+    if not plan.pays:
         return None
     schedule = plan.schedule()
     return speculative_config(plan.method, plan.k_max, draft_dir=draft_dir or plan.draft, ngram_min=ngram_min,

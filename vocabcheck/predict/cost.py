@@ -189,24 +189,30 @@ def step_costs(session, prompt_ids: Sequence[Sequence[int]], batch: int, method:
     return tally.result(CpuSample.now().others_share(before))
 
 
-def engine_step_costs(start: Callable[[int], Any], batch_sizes: Sequence[int], k_values: Sequence[int],
-                      max_new_tokens: int) -> dict[int, tuple[float, tuple[tuple[int, float], ...], str, float]]:
-    """An engine's own steps (vLLM's) per batch size, as :func:`step_costs` measures the decoder's. vLLM fixes k when
-    it starts, so ``start(k)`` starts an engine at k (0: no speculative config) that has ``steps(batch_size, tokens)``
-    → (seconds, rows, proposals drafted, or None where the engine drafts k for every row) per decode step, ``cpu_s``
-    (its process's CPU seconds so far: its work is not another process's load) and ``close()``
-    (:class:`vocabcheck.engines.vllm_worker.EngineProcess`). The plain engine runs throughout; one k's engine at a
-    time runs beside it (two engines' memory, whatever the k values), every batch size, one warm-up round and
-    :data:`STEP_ROUNDS` timed rounds interleaving the two. A step's width is what the engine drafted per row in it;
-    plain decoding's figure is the median over every k's rounds."""
+def engine_step_costs(start: Callable[..., Any], batch_sizes: Sequence[int], k_values: Sequence[int],
+                      max_new_tokens: int) -> dict[int, tuple[float, tuple[tuple[int, float], ...], str, float, float]]:
+    """An engine's own steps (vLLM's) per batch size, as :func:`step_costs` measures the decoder's, and its *idle*
+    step: a speculative engine's step where its table schedules k = 0 (vLLM keeps the speculative engine's scheduling
+    there — on vLLM 0.32's CPU build an n-gram engine drafting nothing ran at 0.71x of the plain engine —, so a served
+    0 is not plain decoding). vLLM fixes k when it starts, so ``start(k)`` starts an engine at k (0: no speculative
+    config) and ``start(k, idle=True)`` one with ``num_speculative_tokens`` k and a table of 0 at every batch size; each
+    has ``steps(batch_size, tokens)`` → (seconds, rows, proposals drafted, or None where the engine drafts k for every
+    row) per decode step, ``cpu_s`` (its process's CPU seconds so far: its work is not another process's load) and
+    ``close()`` (:class:`vocabcheck.engines.vllm_worker.EngineProcess`). The plain engine runs throughout; one other
+    engine at a time runs beside it (two engines' memory, whatever the k values) — each k's, then the idle one at the
+    largest k —, every batch size, one warm-up round and :data:`STEP_ROUNDS` timed rounds interleaving the two. A
+    step's width is what the engine drafted per row in it; plain decoding's figure is the median over every engine's
+    rounds. Per batch size: (plain step, steps by width, noise, spread, idle step)."""
     tokens = max(2, min(max_new_tokens, STEP_TOKENS))
     tallies = {batch: StepTally() for batch in batch_sizes}
+    idle = {batch: StepTally() for batch in batch_sizes}  # the idle engine's steps, as a tally's plain steps
     before = CpuSample.now()
     plain = start(0)
     used = plain.cpu_s  # started inside the window
+    ks = sorted(set(k_values))
     try:
-        for k in sorted(set(k_values)):
-            engine = start(k)
+        for k, is_idle in [(k, False) for k in ks] + [(ks[-1], True)]:
+            engine = start(k, idle=True) if is_idle else start(k)
             used += engine.cpu_s
             try:
                 for batch in batch_sizes:
@@ -214,16 +220,27 @@ def engine_step_costs(start: Callable[[int], Any], batch_sizes: Sequence[int], k
                         for running in (plain, engine):
                             was = running.cpu_s
                             for seconds, live, drafted in running.steps(batch, tokens):
-                                width = None if running is plain else k if drafted is None else round(drafted / live)
-                                tallies[batch].add(width, seconds, live)
+                                if running is plain:
+                                    tallies[batch].add(None, seconds, live)
+                                elif is_idle:
+                                    idle[batch].add(None, seconds, live)
+                                else:
+                                    tallies[batch].add(k if drafted is None else round(drafted / live), seconds, live)
                             used += running.cpu_s - was
                         tallies[batch].end_round(timed=repeat > 0)
+                        idle[batch].end_round(timed=repeat > 0)
             finally:
                 engine.close()
     finally:
         plain.close()
     others = CpuSample.now().others_share(before, own_children=used)
-    return {batch: tally.result(others) for batch, tally in tallies.items()}
+    out = {}
+    for batch, tally in tallies.items():
+        plain_s, steps, noise, spread = tally.result(others)
+        idle_s, _, idle_noise, idle_spread = idle[batch].result(None)
+        out[batch] = (plain_s, steps, "; ".join(dict.fromkeys(r for r in (noise, idle_noise) if r)),
+                      max(spread, idle_spread), idle_s)
+    return out
 
 
 def first_prompts(prompt_ids: Sequence[Sequence[int]], batch: int) -> list[list[int]]:

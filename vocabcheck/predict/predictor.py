@@ -199,15 +199,15 @@ def _with_steps(costs: Costs, context: _Context, session: Session, method: Metho
     request = context.request
     if not request.measure_costs:
         return costs
-    engine = "vocabcheck"
+    engine, idle = "vocabcheck", 0.0  # vocabcheck's decoder runs a batch served 0 as plain steps
     if engine_steps is not None:
         engine, by_batch = engine_steps["engine"], engine_steps["steps"]
-        plain, steps, noise, spread = by_batch[request.batch_size]
+        plain, steps, noise, spread, idle = by_batch[request.batch_size]
     else:
         prompts = [chain.prompt for chain in context.greedy.chains]
         plain, steps, noise, spread = cost.step_costs(session, prompts, request.batch_size, method, request.k_values,
                                                       request.options.max_new_tokens)
-    return replace(costs, plain_step_s=plain, step_s=steps, engine=engine,
+    return replace(costs, plain_step_s=plain, step_s=steps, engine=engine, idle_step_s=idle,
                    noise="; ".join(dict.fromkeys(r for r in (costs.noise, noise) if r)), spread=spread)
 
 
@@ -226,10 +226,10 @@ def _engine_steps(contexts: Sequence[_Context], method: Method, draft: str | Non
     options = request.options
     started: list = []
 
-    def start(k: int):
+    def start(k: int, idle: bool = False):
         engine = EngineProcess(job(request.target, draft if k and method.needs_draft else None,
                                    method if k else Method.NONE, k, options, max(sizes), request.device,
-                                   request.dtype, prompts))
+                                   request.dtype, prompts, schedule=((1, max(sizes), 0),) if idle else None))
         started.append(engine.ready)
         return engine
 

@@ -65,6 +65,15 @@ class Costs:
     # the proposals it verified per row (0: the lookup found nothing, or one token was left)
     full_width: bool = True  # every step verifies k proposals (a draft model); n-gram lookup proposes up to k
     engine: str = "vocabcheck"  # whose steps step_s are: vocabcheck's decoder, or vLLM's (predict --engine vllm)
+    idle_step_s: float = 0.0  # the engine's step where a served table says k = 0 (vLLM: its speculative engine
+    # drafting nothing, cost.engine_step_costs); 0.0 where that is a plain step (vocabcheck's decoder)
+
+    @property
+    def idle_speedup(self) -> float:
+        """A batch size served k = 0, over plain decoding: 1.0 on vocabcheck's decoder (it runs a plain step), the
+        plain engine's step over the speculative engine's idle one on vLLM (below 1.0 where drafting nothing still
+        costs)."""
+        return self.plain_step_s / self.idle_step_s if self.idle_step_s and self.plain_step_s else 1.0
 
     @property
     def cost_ratio(self) -> float:

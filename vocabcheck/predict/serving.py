@@ -7,10 +7,16 @@ vLLM takes one ``num_speculative_tokens`` (the most any batch size uses) and, wh
 ``num_speculative_tokens``, the last range carried on to larger batches (``vllm/v1/spec_decode/dynamic/utils.py``).
 A measured batch size's k holds from it up to the next measured one; the table starts at 1 whatever was measured
 first. Where predict's costs were measured on a disturbed machine there is no recommendation: the ranking is noise.
+
+A row of 0 is priced as the engine runs it: plain decoding on vocabcheck's decoder, but on vLLM the speculative
+engine drafting nothing (``Costs.idle_speedup``; vLLM 0.32's CPU build ran it at 0.69-0.71x of the plain engine).
+So on vLLM a batch size can lose whatever k it is served, and a table is served only where it pays over the batch
+sizes measured as a whole (:attr:`ServePlan.pays`); where it does not, the engine serves without speculation.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +33,7 @@ class ServeRow:
 
     batch_size: int
     k: int
-    speedup: float  # 1.0 where k is 0
+    speedup: float  # where k is 0: 1.0 on vocabcheck's decoder; on vLLM its speculative engine drafting nothing
     spread: float = 1.0  # the costs' timings' median over fastest at this batch size (Costs.spread)
 
 
@@ -43,6 +49,27 @@ class ServePlan:
     @property
     def k_max(self) -> int:
         return max((row.k for row in self.rows), default=0)
+
+    @property
+    def pays(self) -> bool:
+        """Whether serving this table beats serving without speculation. Where no batch size is predicted to lose
+        (:attr:`loses_at`; always on vocabcheck's decoder, whose 0 is a plain step), whenever some batch size
+        speculates (each such row is already MARGIN faster than its 0). Where some batch size loses (vLLM, drafting
+        nothing there costing more than speculation gains), only if the measured batch sizes gain as a whole: the
+        geometric mean of the rows' predicted speedups (each batch size weighed alike) at least 1 + MARGIN."""
+        if not self.rows or not self.k_max:
+            return False
+        if not self.loses_at:
+            return True
+        mean = math.exp(sum(math.log(max(row.speedup, 1e-9)) for row in self.rows) / len(self.rows))
+        return mean >= 1.0 + MARGIN
+
+    @property
+    def loses_at(self) -> tuple[int, ...]:
+        """The measured batch sizes this table is predicted to serve more than MARGIN slower than plain decoding
+        (on vLLM, where even drafting nothing costs): where a server runs that many rows, it gains by serving
+        without speculation."""
+        return tuple(row.batch_size for row in self.rows if row.speedup < 1.0 - MARGIN)
 
     def row_at(self, batch_size: int) -> ServeRow:
         """The measured row whose range in :meth:`schedule` holds ``batch_size``: the last measured batch size at or
@@ -93,9 +120,12 @@ def _same(prediction: Prediction, candidate: Candidate) -> Candidate | None:
 
 
 def _row(batch_size: int, candidate: Candidate) -> ServeRow:
-    best, spread = candidate.best, candidate.costs.spread if candidate.costs else 1.0
-    if best.speedup < 1.0 + MARGIN:
-        return ServeRow(batch_size, 0, 1.0, spread)
+    """The best k where it is predicted MARGIN faster than the engine serving 0 there (plain decoding on vocabcheck's
+    decoder; vLLM's speculative engine drafting nothing, :attr:`Costs.idle_speedup`), else 0 at that price."""
+    best, costs = candidate.best, candidate.costs
+    spread, idle = (costs.spread, costs.idle_speedup) if costs else (1.0, 1.0)
+    if best.speedup < idle + MARGIN:
+        return ServeRow(batch_size, 0, idle, spread)
     return ServeRow(batch_size, best.k, best.speedup, spread)
 
 

@@ -129,15 +129,14 @@ def print_prediction(out: Console, predictions: Prediction | Sequence[Prediction
 
 def serve_table(predictions: Sequence[Prediction], serve: Sequence[ServeConfig]) -> Table:
     sizes = [p.batch_size for p in sorted(predictions, key=lambda p: p.batch_size)]
-    table = Table(title=f"Serve with (k per batch size; 0: no speculation, where no k is predicted {MARGIN:.0%} "
-                        "faster than plain decoding)", header_style="bold")
+    table = Table(title=f"Serve with (k per batch size, predicted speedup; 0: draft nothing, where no k is predicted "
+                        f"{MARGIN:.0%} faster than that)", header_style="bold")
     table.add_column("candidate")
     for size in sizes:
         table.add_column(f"batch {size}", justify="right")
     names = short_paths([item.plan.draft if item.plan.method.needs_draft else "n-gram lookup" for item in serve], 30)
     for name, item in zip(names, serve):
-        cells = {row.batch_size: (f"k={row.k} · {row.speedup:.2f}×" if row.k else "0 · plain")
-                 for row in item.plan.rows}
+        cells = {row.batch_size: _serve_cell(row) for row in item.plan.rows}
         table.add_row(Text(printable(name)), *(cells[size] for size in sizes))
     return table
 
@@ -153,10 +152,36 @@ def _print_serving(out: Console, predictions: Sequence[Prediction], serve: Seque
     print_table(out, serve_table(predictions, serve))
     best = serve[0]
     if best.config is None:
-        out.print("The best candidate pays at no batch size measured: serve without speculation.")
+        out.print(Text(_no_config(best, predictions[0].engine)))
         return
     out.print(Text("vLLM --speculative-config", style="bold") + Text(f" ({_checked(best)}):"))
     print_command(out, json.dumps(best.config, separators=(", ", ": ")))
+    if best.plan.loses_at:
+        out.print(Text(_loses(best.plan, predictions[0].engine), style="yellow"))
+
+
+def _serve_cell(row, markdown: bool = False) -> str:
+    """A table row's cell: the k and its predicted speedup; a 0 as plain decoding where it is that, else priced."""
+    speedup = f" ({row.speedup:.2f}×)" if markdown else f" · {row.speedup:.2f}×"
+    if row.k:
+        return f"k={row.k}{speedup}"
+    return ("0" if markdown else "0 · plain") if row.speedup == 1.0 else f"0{speedup}"
+
+
+def _no_config(item: ServeConfig, engine: str) -> str:
+    if not item.plan.k_max:
+        return "The best candidate pays at no batch size measured: serve without speculation."
+    return (f"The best candidate's table does not pay: on {engine} its batch sizes that draft nothing cost more than "
+            "the others gain (see the table): serve without speculation.")
+
+
+def _loses(plan, engine: str) -> str:
+    """Where a served table is predicted slower than serving without speculation, and what to do about it."""
+    rows = [plan.row_at(b) for b in plan.loses_at]
+    where = ", ".join(f"batch {r.batch_size} ({r.speedup:.2f}×)" for r in rows)
+    return (f"On {engine} this config is predicted slower than serving without speculation at {where}: a speculative "
+            f"engine that drafts nothing still costs there. Where your server mostly runs {rows[0].batch_size} rows "
+            "or more, serve without a speculative config.")
 
 
 def _checked(item: ServeConfig) -> str:
@@ -192,6 +217,7 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
             "step_engine": costs.engine if costs else None,
             "plain_step_ms": 1000 * costs.plain_step_s if costs else None,
             "step_ms": {str(w): 1000 * s for w, s in costs.step_s} if costs else {},
+            "idle_step_ms": 1000 * costs.idle_step_s if costs and costs.idle_step_s else None,
             "per_k": [_k_document(p) for p in candidate.greedy],
             "sampled": [{"temperature": t, "per_k": [_k_document(p) for p in rows]} for t, rows in candidate.sampled]}
 
@@ -208,6 +234,7 @@ def serve_document(item: ServeConfig) -> dict[str, Any]:
             "same_rows": plan.same_rows,
             "per_batch_size": [{"batch_size": r.batch_size, "k": r.k, "speedup": r.speedup, "spread": r.spread}
                                for r in plan.rows],
+            "pays": plan.pays, "loses_at": list(plan.loses_at),
             "speculative_config": item.config, "validated_by": item.validated_by, "refused": item.refused}
 
 
@@ -276,14 +303,20 @@ def _serving_markdown(predictions: Sequence[Prediction], serve: Sequence[ServeCo
     if not serve:
         return []
     sizes = sorted(p.batch_size for p in predictions)
-    lines = ["", f"## Serve with (k per batch size; 0: no k predicted {MARGIN:.0%} faster than plain decoding)", "",
+    lines = ["", f"## Serve with (k per batch size, predicted speedup; 0: draft nothing, where no k is predicted "
+                 f"{MARGIN:.0%} faster than that)", "",
              "| candidate | " + " | ".join(f"batch {b}" for b in sizes) + " | vLLM speculative_config |",
              "|---|" + "---|" * len(sizes) + "---|"]
     for item in serve:
-        cells = {r.batch_size: (f"k={r.k} ({r.speedup:.2f}×)" if r.k else "0") for r in item.plan.rows}
+        cells = {r.batch_size: _serve_cell(r, markdown=True) for r in item.plan.rows}
         config = f"`{escape(json.dumps(item.config))}` ({escape(_checked(item))})" if item.config else "none"
         name = item.plan.draft if item.plan.method.needs_draft else "n-gram lookup"
         lines.append(f"| {escape(name)} | " + " | ".join(cells[b] for b in sizes) + f" | {config} |")
+    best, engine = serve[0], predictions[0].engine
+    if best.config is None and best.plan.k_max:
+        lines += ["", escape(_no_config(best, engine))]
+    elif best.config is not None and best.plan.loses_at:
+        lines += ["", escape(_loses(best.plan, engine))]
     return lines
 
 
