@@ -191,18 +191,18 @@ def step_costs(session, prompt_ids: Sequence[Sequence[int]], batch: int, method:
 
 def engine_step_costs(start: Callable[..., Any], batch_sizes: Sequence[int], k_values: Sequence[int],
                       max_new_tokens: int) -> dict[int, tuple[float, tuple[tuple[int, float], ...], str, float, float]]:
-    """An engine's own steps (vLLM's) per batch size, as :func:`step_costs` measures the decoder's, and its *idle*
-    step: a speculative engine's step where its table schedules k = 0 (vLLM keeps the speculative engine's scheduling
-    there — on vLLM 0.32's CPU build an n-gram engine drafting nothing ran at 0.71x of the plain engine —, so a served
-    0 is not plain decoding). vLLM fixes k when it starts, so ``start(k)`` starts an engine at k (0: no speculative
-    config) and ``start(k, idle=True)`` one with ``num_speculative_tokens`` k and a table of 0 at every batch size; each
-    has ``steps(batch_size, tokens)`` → (seconds, rows, proposals drafted, or None where the engine drafts k for every
-    row) per decode step, ``cpu_s`` (its process's CPU seconds so far: its work is not another process's load) and
-    ``close()`` (:class:`vocabcheck.engines.vllm_worker.EngineProcess`). The plain engine runs throughout; one other
-    engine at a time runs beside it (two engines' memory, whatever the k values) — each k's, then the idle one at the
-    largest k —, every batch size, one warm-up round and :data:`STEP_ROUNDS` timed rounds interleaving the two. A
-    step's width is what the engine drafted per row in it; plain decoding's figure is the median over every engine's
-    rounds. Per batch size: (plain step, steps by width, noise, spread, idle step)."""
+    """An engine's own steps (vLLM's) per batch size, as :func:`step_costs` measures the decoder's, and its *idle* step:
+    a speculative engine's step where its table schedules k = 0 (vLLM keeps the speculative engine's scheduling there —
+    on vLLM 0.32's CPU build an n-gram engine drafting nothing ran at 0.88x of the plain engine at batch 16 —, so a
+    served 0 is not plain decoding). vLLM fixes k when it starts, so ``start(k)`` starts an engine at k (0: no
+    speculative config) and ``start(k, idle=True)`` one with ``num_speculative_tokens`` k and a table of 0 at every
+    batch size; each has ``steps(batch_size, tokens)`` → (seconds, rows, proposals drafted, or None where the engine
+    drafts k for every row) per decode step, ``cpu_s`` (its process's CPU seconds so far: its work is not another
+    process's load) and ``close()`` (:class:`vocabcheck.engines.vllm_worker.EngineProcess`). The plain engine runs
+    throughout; one other engine at a time runs beside it (two engines' memory, whatever the k values) — each k's, then
+    the idle one at the largest k —, every batch size, one warm-up round and :data:`STEP_ROUNDS` timed rounds
+    interleaving the two. A step's width is what the engine drafted per row in it; plain decoding's figure is the median
+    over every engine's rounds. Per batch size: (plain step, steps by width, noise, spread, idle step)."""
     tokens = max(2, min(max_new_tokens, STEP_TOKENS))
     tallies = {batch: StepTally() for batch in batch_sizes}
     idle = {batch: StepTally() for batch in batch_sizes}  # the idle engine's steps, as a tally's plain steps

@@ -9,7 +9,8 @@ A measured batch size's k holds from it up to the next measured one; the table s
 first. Where predict's costs were measured on a disturbed machine there is no recommendation: the ranking is noise.
 
 A row of 0 is priced as the engine runs it: plain decoding on vocabcheck's decoder, but on vLLM the speculative
-engine drafting nothing (``Costs.idle_speedup``; vLLM 0.32's CPU build ran it at 0.69-0.71x of the plain engine).
+engine drafting nothing (``Costs.idle_speedup``; vLLM 0.32's CPU build ran it at 0.82-0.88x of the plain engine at
+batch 16).
 So on vLLM a batch size can lose whatever k it is served, and a table is served only where it pays over the batch
 sizes measured as a whole (:attr:`ServePlan.pays`); where it does not, the engine serves without speculation.
 """
