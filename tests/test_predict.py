@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import json
+from dataclasses import replace
 
 import jsonschema
 import pytest
@@ -255,7 +256,8 @@ def test_the_decoder_s_own_steps_price_k_and_are_held_to_what_a_step_costs():
 
 def test_a_greedy_replay_counts_its_steps_by_the_width_they_verify():
     """The widths a prediction prices its steps by: a draft model verifies k every step but the last ones (only what
-    is left to generate), n-gram lookup what its lookup found (the most any row of the batch found)."""
+    is left to generate), n-gram lookup what its lookup found: on vocabcheck's decoder the most any row of the batch
+    found (every row is padded to it), on vLLM (ragged) the rows' mean, as its timed steps are keyed."""
     from vocabcheck.predict.steps import RowRuns, greedy_counts
 
     draft = RowRuns(length=10, budget=10, matched=(0,) * 10)  # nothing accepted: one token a step, 9 after prefill
@@ -264,6 +266,12 @@ def test_a_greedy_replay_counts_its_steps_by_the_width_they_verify():
               RowRuns(length=6, budget=6, matched=(0,) * 6, available=(0, 3, 0, 0, 0, 0))]
     assert dict(greedy_counts(lookup, 4, 2).widths) == {3: 2, 2: 2, 0: 4, 1: 2}  # a step once per row it ran for
     assert sum(dict(greedy_counts(lookup, 4, 1).widths).values()) == greedy_counts(lookup, 4, 1).steps
+    # vLLM verifies 3 + 0 proposals at the first step, not 3 + 3: a mean of 1.5 rows' worth (rounded as the engine's
+    # steps are, half to even), then 2 + 0, 0 + 0, 1 + 0 and the plain last step; the counts themselves are the same
+    ragged = greedy_counts(lookup, 4, 2, ragged=True)
+    assert dict(ragged.widths) == {2: 2, 1: 2, 0: 6}
+    assert replace(ragged, widths=()) == replace(greedy_counts(lookup, 4, 2), widths=())
+    assert dict(greedy_counts([draft], 4, 1, ragged=True).widths) == dict(greedy_counts([draft], 4, 1).widths)
     # a row that ends first leaves the batch's later steps to the other: they count for one row, not two
     uneven = [RowRuns(length=6, budget=6, matched=(0,) * 6), RowRuns(length=3, budget=3, matched=(0,) * 3)]
     counted = greedy_counts(uneven, 4, 2)

@@ -237,6 +237,12 @@ def _engine_steps(contexts: Sequence[_Context], method: Method, draft: str | Non
     return {"engine": f"vLLM {started[0]['version']}", "steps": steps}
 
 
+def _ragged(request) -> bool:
+    """Whether the engine that runs the pair verifies each row's own proposals (vLLM) rather than padding every row
+    to the widest (vocabcheck's decoder): how a replayed step's width is counted (:func:`greedy_counts`)."""
+    return request.engine != "vocabcheck"
+
+
 def _predictions(context: _Context, counts: Sequence[Counts], costs: Costs | None,
                  greedy: Sequence[Counts] = ()) -> tuple[KPrediction, ...]:
     """Each k's counts with its speedup; a step's widths are the counts' own, or (sampled counts, which have none)
@@ -268,7 +274,7 @@ def _ngram(contexts: Sequence[_Context]) -> list[Candidate]:
     for context in contexts:
         costs = _with_steps(Costs(context.target_step_s, 0.0, context.verify_s, noise=context.noise,
                                   full_width=False), context, first.session, Method.NGRAM, engine_steps)
-        counted = [greedy_counts(runs, k, context.request.batch_size) for k in request.k_values]
+        counted = [greedy_counts(runs, k, context.request.batch_size, _ragged(request)) for k in request.k_values]
         greedy = _predictions(context, counted, costs)
         sampled = tuple((t, _predictions(context, counts, costs, counted)) for t, counts in sampled_counts)
         out.append(Candidate(draft="ngram", method=Method.NGRAM, greedy=greedy, sampled=sampled, costs=costs))
@@ -322,7 +328,7 @@ def _loaded_draft(contexts: Sequence[_Context], session: Session, draft: str) ->
         runs = [RowRuns(len(c.tokens), b, m) for c, b, m in zip(chains, budgets, matched)]
 
         def counts_at(batch_size: int) -> list[Counts]:
-            return [greedy_counts(runs, k, batch_size) for k in request.k_values]
+            return [greedy_counts(runs, k, batch_size, _ragged(request)) for k in request.k_values]
 
         to_input = mapping.to_draft
         sampled = _sampled(first, session, mapping)

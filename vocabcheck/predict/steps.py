@@ -61,32 +61,36 @@ class _Tally:
                       drafted_at=tuple(self.drafted_at), accepted_at=tuple(self.accepted_at))
 
 
-def greedy_counts(rows: Sequence[RowRuns], k: int, batch_size: int) -> Counts:
+def greedy_counts(rows: Sequence[RowRuns], k: int, batch_size: int, ragged: bool = False) -> Counts:
     """Steps, drafted and accepted proposals of a greedy run with k, rows in batches of ``batch_size`` in order,
-    counted by the decoder's own :class:`RowMetrics`."""
+    counted by the decoder's own :class:`RowMetrics`; the steps' widths as an engine that pads its verification
+    (vocabcheck's decoder) or, ``ragged``, as one that verifies each row's own proposals (vLLM) spends them."""
     metrics = [RowMetrics() for _ in rows]
     widths: Counter[int] = Counter()
     for begin in range(0, len(rows), batch_size):
-        _greedy_batch(rows[begin:begin + batch_size], k, metrics[begin:begin + batch_size], widths)
+        _greedy_batch(rows[begin:begin + batch_size], k, metrics[begin:begin + batch_size], widths, ragged)
     return replace(counts_of(metrics, k), widths=tuple(sorted(widths.items())))
 
 
-def _greedy_batch(rows: Sequence[RowRuns], k: int, metrics: Sequence[RowMetrics], widths: Counter[int]) -> None:
-    """The batch's steps; ``widths`` counts them by the proposals they verify per row (the most any row made), once
-    per live row."""
+def _greedy_batch(rows: Sequence[RowRuns], k: int, metrics: Sequence[RowMetrics], widths: Counter[int],
+                  ragged: bool) -> None:
+    """The batch's steps; ``widths`` counts them, once per live row, by the proposals they verify per row: the most
+    any row made, where every row is padded to it (vocabcheck's decoder), or, ``ragged``, the rows' mean rounded
+    (vLLM verifies each row's own proposals, and :func:`vocabcheck.predict.cost.engine_step_costs` keys its timed
+    steps the same way)."""
     emitted = [1] * len(rows)
     live = [i for i, row in enumerate(rows) if row.length > 1]
     while live:
         width = min(k, max(rows[i].budget - emitted[i] for i in live) - 1)
-        verified = 0
+        verified, made_total = 0, 0
         for i in live:
             row, p = rows[i], emitted[i]
             made, m = row.proposal(p, width) if width > 0 else (0, 0)
             kept = min(m + 1, row.length - p)  # eos or the budget may end the row inside its accepted run
             metrics[i].record_step(made, m, kept, 0.0, row.budget - p)
             emitted[i] = p + kept
-            verified = max(verified, made)
-        widths[verified] += len(live)
+            verified, made_total = max(verified, made), made_total + made
+        widths[round(made_total / len(live)) if ragged else verified] += len(live)
         live = [i for i in live if emitted[i] < rows[i].length]
 
 
