@@ -130,3 +130,36 @@ def test_a_table_predict_would_not_serve_is_measured_as_no_speculation(tmp_path)
     draft, ngram = read_plans(path, ("none", "draft", "ngram"), draft="d")
     assert [(r.k, r.speedup) for r in draft.rows] == [(0, 1.0), (0, 1.0)] and draft.k_max == 0
     assert [(r.k, r.speedup) for r in ngram.rows] == [(4, 1.9), (0, 0.7)]  # it pays: served as predicted
+
+
+def test_on_vllm_the_served_engine_is_set_against_each_fixed_k_in_the_repeats_it_ran_beside_it():
+    """vLLM's served table, its fixed-k engines and plain decoding's start minutes apart, and a shared machine drifts
+    meanwhile: here the served engine's own row ran in a fast minute (4 ms) and would read 2.5x over plain decoding
+    and 1.25 of the best. Run beside each cell in the same repeats, it is 1.25x over plain decoding and k=4 is 1.2x
+    its speed: the best fixed k is 4, at 1.5x, and the table serves 0.83 of it."""
+    from types import SimpleNamespace
+
+    from vocabcheck.bench.served import served_rows
+    from vocabcheck.bench.vllm_rows import EngineRow
+
+    def row(method, k, tpot, beside=None, served=False):
+        return EngineRow(method=method, batch_size=4, k=k, vllm_tpot_ms=tpot, vocabcheck_tpot_ms=1.0,
+                         vllm_tokens_per_s=1.0, vocabcheck_tokens_per_s=1.0, vllm_mean_accepted_length=1.0,
+                         vocabcheck_mean_accepted_length=1.0, repeats=1, identical=True, served=served,
+                         served_beside=() if beside is None else (("ngram", beside),))
+
+    plan = ServePlan("ngram", Method.NGRAM, (ServeRow(4, 2, 1.3),))
+    result = SimpleNamespace(plan=SimpleNamespace(batch_sizes=(4,)), rows=[], row=lambda method, b: None,
+                             vllm_rows=[row(Method.NONE, 0, 10.0, beside=8.0), row(Method.NGRAM, 4, 5.0, beside=6.0),
+                                        row(Method.NGRAM, 2, 7.0, beside=7.5), row(Method.NGRAM, 2, 4.0, served=True)])
+    (served,) = served_rows(result, [plan])
+    assert (served.engine, served.k, served.best_k) == ("vLLM", 2, 4)
+    assert served.speedup == pytest.approx(1.25) and served.best_speedup == pytest.approx(1.5)
+    assert served.of_best == pytest.approx(5.0 / 6.0)
+    # where every fixed k is slower than the served engine beside it, the best is plain decoding or the table itself
+    slow = SimpleNamespace(**{**vars(result), "vllm_rows": [row(Method.NONE, 0, 10.0, beside=12.0),
+                                                            row(Method.NGRAM, 4, 13.0, beside=12.5),
+                                                            row(Method.NGRAM, 2, 4.0, served=True)]})
+    (served,) = served_rows(slow, [plan])
+    assert (served.best_k, served.best_speedup) == (0, pytest.approx(1.0))
+    assert served.of_best == pytest.approx(10.0 / 12.0)

@@ -149,7 +149,8 @@ def test_an_incompatible_pair_is_refused_before_vllm_starts(cli, vllm_pair, tmp_
 def test_bench_puts_vllm_s_rows_beside_vocabcheck_s_and_serves_predict_s_table_as_one_engine(vllm_pair, tmp_path):
     """One vLLM engine process per fixed-k cell, each repeat paired with vocabcheck's (auto has no row); and with
     --served, predict's table as vLLM serves it: one engine whose num_speculative_tokens_per_batch_size drafts k=2
-    at batch 1 and nothing at batch 2 (vLLM's own lookup picks k by the rows it runs), every sequence vocabcheck's."""
+    at batch 1 and nothing at batch 2 (vLLM's own lookup picks k by the rows it runs), every sequence vocabcheck's,
+    run beside every cell so that it is set against plain decoding and each fixed k side by side."""
     from vocabcheck.methods import Method
     from vocabcheck.predict.serving import ServePlan, ServeRow
     from tests.test_bench_served import predict_json
@@ -180,8 +181,19 @@ def test_bench_puts_vllm_s_rows_beside_vocabcheck_s_and_serves_predict_s_table_a
     assert "one engine for every batch size" in document["vllm_note"]
     on_vllm = {r["batch_size"]: r for r in document["served"] if r["engine"] == "vLLM"}
     assert sorted(on_vllm) == [1, 2] and [on_vllm[b]["k"] for b in (1, 2)] == [2, 0]
-    plain = {r["batch_size"]: r["vllm"]["tpot_ms"] for r in document["vllm_rows"] if r["method"] == "none"}
-    assert on_vllm[1]["speedup"] == pytest.approx(plain[1] / rows[("draft", 1, 2, True)]["vllm"]["tpot_ms"])
+    # the served engine ran beside each cell (plain decoding's and the draft's), in the same repeats, not its own rows
+    for (method, b, k, is_served), row in rows.items():
+        assert [r["method"] for r in row["served_beside"]] == ([] if is_served else ["draft"])
+        assert all(r["tpot_ms"] > 0 for r in row["served_beside"])
+    for b in (1, 2):
+        plain, fixed = rows[("none", b, 0, False)], rows[("draft", b, 2, False)]
+        beside_plain, beside_fixed = plain["served_beside"][0]["tpot_ms"], fixed["served_beside"][0]["tpot_ms"]
+        assert on_vllm[b]["speedup"] == pytest.approx(plain["vllm"]["tpot_ms"] / beside_plain)
+        # served / best: the best of plain decoding and k=2, each against the served engine run right after it
+        assert on_vllm[b]["of_best"] == pytest.approx(min(plain["vllm"]["tpot_ms"] / beside_plain,
+                                                          fixed["vllm"]["tpot_ms"] / beside_fixed))
+        assert on_vllm[b]["best_k"] == (2 if fixed["vllm"]["tpot_ms"] / beside_fixed
+                                        < plain["vllm"]["tpot_ms"] / beside_plain else 0)
 
 
 @pytest.mark.parametrize("role", ["target", "draft"])

@@ -148,11 +148,30 @@ def served_rows(result, plans: Sequence[ServePlan]) -> tuple[ServedRow, ...]:
                           None)
             if plain is None or served is None:
                 continue
-            theirs = {r.k: plain.vllm_tpot_ms / r.vllm_tpot_ms for r in result.vllm_rows
-                      if not r.served and r.method == plan.method and r.batch_size == b}
+            cells = [r for r in result.vllm_rows if not r.served and r.method == plan.method and r.batch_size == b]
+            if plain.beside(plan.method) and all(r.beside(plan.method) for r in cells):
+                out.append(_side_by_side(plan, b, k, plain, cells, predicted))
+                continue
+            theirs = {r.k: plain.vllm_tpot_ms / r.vllm_tpot_ms for r in cells}
             out.append(ServedRow("vLLM", plan.method, b, k, plain.vllm_tpot_ms / served.vllm_tpot_ms, *_best(theirs),
                                  predicted))
     return tuple(out)
+
+
+def _side_by_side(plan: ServePlan, b: int, k: int, plain, cells, predicted: float) -> ServedRow:
+    """vLLM's served table at batch size ``b`` from the runs of its engine beside plain decoding's and each fixed k's
+    (:attr:`vocabcheck.bench.vllm_rows.EngineRow.served_beside`): its speedup over plain decoding is the plain
+    engine's TPOT over the served engine's in the same repeats; a fixed k's speed over the served table's is likewise
+    its own pair's, and the best of those (and plain decoding's) is the best fixed k: every ratio is between two
+    engines run one right after the other in the same repeats, not minutes apart. The best's speedup over plain
+    decoding follows from the two (the served engine is the common reference)."""
+    speedup = plain.vllm_tpot_ms / plain.beside(plan.method)
+    over_served = {r.k: r.beside(plan.method) / r.vllm_tpot_ms for r in cells}  # a fixed k's speed over the table's
+    best, best_over = 0, 1.0 / speedup  # plain decoding's speed over the table's
+    for fixed, over in over_served.items():
+        if over > best_over:
+            best, best_over = fixed, over
+    return ServedRow("vLLM", plan.method, b, k, speedup, best, speedup * best_over, predicted)
 
 
 def _best(speedups: dict[int, float]) -> tuple[int, float]:

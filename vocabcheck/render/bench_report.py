@@ -155,7 +155,9 @@ def _served_cells(row) -> list[str]:
 
 SERVED_NOTE = ("speedup: TPOT of plain decoding over the served k's on the same engine (k 0: plain decoding, 1.00x); "
                "best: the fastest of every fixed k measured and plain decoding; on vocabcheck's decoder the served "
-               "k is that fixed-k cell, on vLLM one engine running predict's speculative_config for every batch size")
+               "k is that fixed-k cell, on vLLM one engine running predict's speculative_config for every batch size, "
+               "run beside plain decoding's and every fixed k's engine in the same repeats: each ratio is of two "
+               "engines run one right after the other")
 
 
 def print_bench(out: Console, result: BenchResult) -> None:
