@@ -348,8 +348,10 @@ def test_an_engine_s_steps_are_timed_one_k_at_a_time_beside_a_plain_engine(monke
     monkeypatch.setattr(machine.CpuSample, "now", classmethod(lambda cls: cls(next(ticks), None, 0.0)))
     measured = cost.engine_step_costs(Engine, (1, 4), (2, 1, 4), max_new_tokens=16)
     assert started == [(0, False), (1, False), (2, False), (4, False), (4, True)] and most[0] == 2 and not alive
-    plain, steps, noise, spread, idle = measured[4]
+    plain, steps, noise, spread, idle, by_k = measured[4]
     assert plain == pytest.approx(0.010) and dict(steps) == pytest.approx({1: 0.011, 2: 0.012, 4: 0.014})
+    assert [(k, dict(own)) for k, own in by_k] == [(1, pytest.approx({1: 0.011})), (2, pytest.approx({2: 0.012})),
+                                                   (4, pytest.approx({4: 0.014}))]
     assert noise == "" and spread == pytest.approx(1.0)
     assert idle == pytest.approx(0.013)  # the idle engine's steps are no width's: they price a served 0
     priced = Costs(target_step_s=0.01, draft_step_s=0.001, verify_s=(), plain_step_s=plain, step_s=steps,
@@ -375,3 +377,43 @@ def test_an_engine_s_steps_are_timed_one_k_at_a_time_beside_a_plain_engine(monke
                          step_s=((2, 0.013),))
     assert Costs(**slow_forwards).width_cost(2) == pytest.approx(2 * 1.0 + 2.0)
     assert Costs(**slow_forwards, engine="vLLM 0.32.0").width_cost(2) == pytest.approx(1.3)
+
+
+def test_on_vllm_a_k_is_priced_by_its_own_engine_s_steps():
+    """vLLM's step cost depends on the engine's k, not on the rows' mean proposals alone: on its CPU build an n-gram
+    step where every row drafted 4 (the k = 4 engine) took 44 ms and one of a mean of 4 in the k = 8 engine (some rows
+    8, some none) 114 ms. Pooled by width, k = 4's cheap full steps were priced at the k = 8 engine's ragged ones (and a
+    wider step held to no less than a narrower one): at batch 16 predict said 0.69x where vLLM measured 0.92x. So
+    each k's engine keeps its own steps, a k is priced by them, and only the plain step is a floor there; vocabcheck's
+    decoder (padded, one width a step) keeps the pooled, monotone widths."""
+    from vocabcheck.predict import cost
+    from vocabcheck.predict.result import Costs
+
+    class Engine:
+        def __init__(self, k, idle=False):
+            self.k, self.idle, self.cpu_s = k, idle, 0.0
+
+        def steps(self, batch, tokens):
+            if self.k == 0 or self.idle:
+                return [(0.010, batch, 0)] * tokens
+            full, ragged = {4: (0.012, 0.020), 8: (0.014, 0.030)}[self.k]  # every row k; half the rows k, half none
+            return [(full, batch, self.k * batch), (ragged, batch, self.k * batch // 2)] * (tokens // 2)
+
+        def close(self):
+            pass
+
+    plain, steps, _, _, _, by_k = cost.engine_step_costs(Engine, (4,), (4, 8), max_new_tokens=8)[4]
+    assert dict(steps)[4] == pytest.approx((0.012 + 0.030) / 2)  # two engines' steps of a mean of 4, pooled
+    assert {k: dict(own) for k, own in by_k} == {4: pytest.approx({2: 0.020, 4: 0.012}),
+                                                 8: pytest.approx({4: 0.030, 8: 0.014})}
+    on_vllm = Costs(target_step_s=0.01, draft_step_s=0.0, verify_s=(), plain_step_s=plain, step_s=steps,
+                    engine="vLLM 0.32.0", full_width=False, step_s_by_k=by_k)
+    mix = ((2, 1), (4, 1))  # the replay's steps of k = 4: half ragged (a mean of 2), half full
+    assert on_vllm.step_cost(4, mix) == pytest.approx((2.0 + 1.2) / 2)  # its own engine's, not held monotone
+    assert on_vllm.step_cost(8, ((4, 1), (8, 1))) == pytest.approx((3.0 + 1.4) / 2)
+    disturbed = replace(on_vllm, step_s_by_k=((4, ((2, 0.020), (4, 0.008))),))  # a step timed below a plain one
+    assert disturbed.width_cost(4, 4) == pytest.approx(1.0)  # the floor that holds on every engine: a plain step
+    pooled = Costs(target_step_s=0.01, draft_step_s=0.0, verify_s=(), plain_step_s=plain, step_s=steps,
+                   full_width=False)  # vocabcheck's decoder: no per-k steps, widths held monotone
+    assert pooled.step_cost(4, mix) == pytest.approx((2.0 + 2.1) / 2)
+    assert on_vllm.speedup(2.8, 4, mix) > pooled.speedup(2.8, 4, mix)

@@ -263,6 +263,9 @@ def test_predict_on_vllm_prices_k_with_vllm_s_own_steps(vllm_pair, tmp_path):
             widths = {int(w) for w in candidate["step_ms"]}
             assert widths and widths <= {0, 1, 2}
             assert candidate["step_cost"]["2"] >= 1.0
+            # one k here: its own engine's steps are every speculative step timed; none on vocabcheck's decoder
+            assert candidate["step_ms_by_k"] == {"2": pytest.approx(candidate["step_ms"])}
+            assert same["step_ms_by_k"] == {}
             for theirs_k, mine_k in zip(candidate["per_k"], same["per_k"], strict=True):
                 assert theirs_k["mean_accepted_length"] == mine_k["mean_accepted_length"]
                 assert theirs_k["speedup"] <= theirs_k["mean_accepted_length"] + 1e-9

@@ -190,7 +190,8 @@ def step_costs(session, prompt_ids: Sequence[Sequence[int]], batch: int, method:
 
 
 def engine_step_costs(start: Callable[..., Any], batch_sizes: Sequence[int], k_values: Sequence[int],
-                      max_new_tokens: int) -> dict[int, tuple[float, tuple[tuple[int, float], ...], str, float, float]]:
+                      max_new_tokens: int) -> dict[int, tuple[float, tuple[tuple[int, float], ...], str, float, float,
+                                                         tuple[tuple[int, tuple[tuple[int, float], ...]], ...]]]:
     """An engine's own steps (vLLM's) per batch size, as :func:`step_costs` measures the decoder's, and its *idle* step:
     a speculative engine's step where its table schedules k = 0 (vLLM keeps the speculative engine's scheduling there —
     on vLLM 0.32's CPU build an n-gram engine drafting nothing ran at 0.88x of the plain engine at batch 16 —, so a
@@ -201,15 +202,20 @@ def engine_step_costs(start: Callable[..., Any], batch_sizes: Sequence[int], k_v
     process's load) and ``close()`` (:class:`vocabcheck.engines.vllm_worker.EngineProcess`). The plain engine runs
     throughout; one other engine at a time runs beside it (two engines' memory, whatever the k values) — each k's, then
     the idle one at the largest k —, every batch size, one warm-up round and :data:`STEP_ROUNDS` timed rounds
-    interleaving the two. A step's width is what the engine drafted per row in it; plain decoding's figure is the median
-    over every engine's rounds. Per batch size: (plain step, steps by width, noise, spread, idle step)."""
+    interleaving the two. A step's width is what the engine drafted per row in it (the rows' mean, rounded); plain
+    decoding's figure is the median over every engine's rounds. A step's cost depends on the engine's k, not on its
+    width alone (vLLM 0.32's CPU build, n-gram at batch 16: the k = 4 engine's steps where every row drafted 4 took
+    44 ms, the k = 8 engine's steps of a mean of 4 took 114 ms), so each k's steps are also kept apart, to price that
+    k. Per batch size: (plain step, steps by width over every k's engine, noise, spread, idle step, and per k its own
+    engine's steps by width)."""
     tokens = max(2, min(max_new_tokens, STEP_TOKENS))
     tallies = {batch: StepTally() for batch in batch_sizes}
     idle = {batch: StepTally() for batch in batch_sizes}  # the idle engine's steps, as a tally's plain steps
+    ks = sorted(set(k_values))
+    own = {batch: {k: StepTally() for k in ks} for batch in batch_sizes}  # each k's engine's steps apart
     before = CpuSample.now()
     plain = start(0)
     used = plain.cpu_s  # started inside the window
-    ks = sorted(set(k_values))
     try:
         for k, is_idle in [(k, False) for k in ks] + [(ks[-1], True)]:
             engine = start(k, idle=True) if is_idle else start(k)
@@ -225,10 +231,12 @@ def engine_step_costs(start: Callable[..., Any], batch_sizes: Sequence[int], k_v
                                 elif is_idle:
                                     idle[batch].add(None, seconds, live)
                                 else:
-                                    tallies[batch].add(k if drafted is None else round(drafted / live), seconds, live)
+                                    width = k if drafted is None else round(drafted / live)
+                                    tallies[batch].add(width, seconds, live)
+                                    own[batch][k].add(width, seconds, live)
                             used += running.cpu_s - was
-                        tallies[batch].end_round(timed=repeat > 0)
-                        idle[batch].end_round(timed=repeat > 0)
+                        for tally in (tallies[batch], idle[batch], *own[batch].values()):
+                            tally.end_round(timed=repeat > 0)
             finally:
                 engine.close()
     finally:
@@ -239,7 +247,8 @@ def engine_step_costs(start: Callable[..., Any], batch_sizes: Sequence[int], k_v
         plain_s, steps, noise, spread = tally.result(others)
         idle_s, _, idle_noise, idle_spread = idle[batch].result(None)
         out[batch] = (plain_s, steps, "; ".join(dict.fromkeys(r for r in (noise, idle_noise) if r)),
-                      max(spread, idle_spread), idle_s)
+                      max(spread, idle_spread), idle_s,
+                      tuple((k, own[batch][k].result(None)[1]) for k in ks))
     return out
 
 

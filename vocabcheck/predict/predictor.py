@@ -199,15 +199,15 @@ def _with_steps(costs: Costs, context: _Context, session: Session, method: Metho
     request = context.request
     if not request.measure_costs:
         return costs
-    engine, idle = "vocabcheck", 0.0  # vocabcheck's decoder runs a batch served 0 as plain steps
+    engine, idle, by_k = "vocabcheck", 0.0, ()  # vocabcheck's decoder runs a batch served 0 as plain steps
     if engine_steps is not None:
         engine, by_batch = engine_steps["engine"], engine_steps["steps"]
-        plain, steps, noise, spread, idle = by_batch[request.batch_size]
+        plain, steps, noise, spread, idle, by_k = by_batch[request.batch_size]
     else:
         prompts = [chain.prompt for chain in context.greedy.chains]
         plain, steps, noise, spread = cost.step_costs(session, prompts, request.batch_size, method, request.k_values,
                                                       request.options.max_new_tokens)
-    return replace(costs, plain_step_s=plain, step_s=steps, engine=engine, idle_step_s=idle,
+    return replace(costs, plain_step_s=plain, step_s=steps, engine=engine, idle_step_s=idle, step_s_by_k=by_k,
                    noise="; ".join(dict.fromkeys(r for r in (costs.noise, noise) if r)), spread=spread)
 
 

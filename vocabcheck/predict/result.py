@@ -67,6 +67,9 @@ class Costs:
     engine: str = "vocabcheck"  # whose steps step_s are: vocabcheck's decoder, or vLLM's (predict --engine vllm)
     idle_step_s: float = 0.0  # the engine's step where a served table says k = 0 (vLLM: its speculative engine
     # drafting nothing, cost.engine_step_costs); 0.0 where that is a plain step (vocabcheck's decoder)
+    step_s_by_k: tuple[tuple[int, tuple[tuple[int, float], ...]], ...] = ()  # (k, (width, seconds)): each k's own
+    # engine's steps by width, where a step's cost depends on the engine's k and not on its width alone (vLLM: a
+    # step whose rows drafted unevenly ran slower than one where every row drafted k; cost.engine_step_costs)
 
     @property
     def idle_speedup(self) -> float:
@@ -94,17 +97,24 @@ class Costs:
             ratio = max(ratio, seconds / self.target_step_s)
         return ratio
 
-    def width_cost(self, width: int) -> float | None:
+    def width_cost(self, width: int, k: int | None = None) -> float | None:
         """A speculative run's step verifying ``width`` proposals per row, in plain-decoding steps (None where the
         decoder's steps were not timed): the timed width's, or interpolated between the nearest timed widths; held
-        to what a step physically costs: at least a plain step, no less than a narrower step, and where every step
-        verifies k proposals (:attr:`full_width`, a draft model) on vocabcheck's decoder, at least the forwards it
-        runs (k draft forwards and one verification over k + 1 tokens, :meth:`forwards_cost`)."""
+        to what a step physically costs: at least a plain step, and, on vocabcheck's decoder, no less than a
+        narrower step and, where every step verifies k proposals (:attr:`full_width`, a draft model), at least the
+        forwards it runs (k draft forwards and one verification over k + 1 tokens, :meth:`forwards_cost`).
+
+        On an engine whose steps were timed per k (:attr:`step_s_by_k`: vLLM) a run with ``k`` is priced by its own
+        engine's steps. Its width is the rows' mean proposals, not a verification's width: vLLM ran a step where
+        every row drafted 4 in 44 ms and one where rows drafted 3 on average (some 4, some none) in 70 ms (n-gram,
+        batch 16), so there a wider step may be cheaper and only the plain step is a floor."""
         if not self.plain_step_s or not self.step_s:
             return None
+        own = dict(self.step_s_by_k).get(k) if k is not None else None
+        monotone = self.engine == "vocabcheck" or not own
         held, best = [], 1.0
-        for w, seconds in sorted(self.step_s):  # a wider step never cheaper than a narrower one
-            best = max(best, seconds / self.plain_step_s)
+        for w, seconds in sorted(own or self.step_s):  # on vocabcheck's decoder a wider step never costs less
+            best = max(best if monotone else 1.0, seconds / self.plain_step_s)
             held.append((w, best))
         below = [(w, r) for w, r in held if w <= width]
         above = [(w, r) for w, r in held if w >= width]
@@ -124,7 +134,7 @@ class Costs:
         lookup found; a run's last steps propose only what is left); every step at width k where ``widths`` is not
         known. None where steps were not timed."""
         mix = [(w, n) for w, n in widths if n > 0] or [(k, 1)]
-        priced = [(self.width_cost(w), n) for w, n in mix]
+        priced = [(self.width_cost(w, k), n) for w, n in mix]
         if any(cost is None for cost, _ in priced):
             return None
         return sum(cost * n for cost, n in priced) / sum(n for _, n in priced)

@@ -218,6 +218,8 @@ def candidate_document(candidate: Candidate, rank: int) -> dict[str, Any]:
             "plain_step_ms": 1000 * costs.plain_step_s if costs else None,
             "step_ms": {str(w): 1000 * s for w, s in costs.step_s} if costs else {},
             "idle_step_ms": 1000 * costs.idle_step_s if costs and costs.idle_step_s else None,
+            "step_ms_by_k": {str(k): {str(w): 1000 * s for w, s in steps} for k, steps in costs.step_s_by_k}
+            if costs else {},
             "per_k": [_k_document(p) for p in candidate.greedy],
             "sampled": [{"temperature": t, "per_k": [_k_document(p) for p in rows]} for t, rows in candidate.sampled]}
 
