@@ -162,7 +162,7 @@ def test_bench_puts_vllm_s_rows_beside_vocabcheck_s_and_serves_predict_s_table_a
     predict_json(served, [ServePlan(str(draft), Method.DRAFT, (ServeRow(1, 2, 1.3), ServeRow(2, 0, 1.0)),
                                     same_rows=False)])
     done = vocabcheck_cli("bench", target, draft, "--methods", "none,draft", "-k", "2,auto", "--batch-sizes", "1,2",
-                          "--max-new-tokens", 8, "--prompts", prompts, "--warmup", 0, "--repeat", 1,
+                          "--max-new-tokens", 8, "--prompts", prompts, "--warmup", 1, "--repeat", 1,
                           "--compare-vllm", "--served", served, "--device", "cpu", "--json")
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)

@@ -141,14 +141,17 @@ def _paired(engine, session, prompts, plan: BenchPlan, method: Method, batch_siz
             say, beside: Sequence[tuple[str, Any]] = ()) -> EngineRow:
     """``plan.repeat`` runs of every prompt on ``engine`` in batches of ``batch_size``, each followed by the same on
     every engine ``beside`` it ((served method, engine): a served table's) and by vocabcheck's run of the cell
-    (method, batch size, k), after ``plan.warmup`` warm-ups of ours (vLLM warmed up when it started); the medians
-    as one row."""
+    (method, batch size, k), after ``plan.warmup`` warm-ups of each: ours, and every vLLM engine's full run at this
+    batch size (its start-up ran 8 tokens a prompt; the first full run of a speculative engine at batch 16, with two
+    other engines alive, took 24.8 ms a token and the next ones 18.6-19.9); the medians as one row."""
     from .run import _batches, _run_ours
 
     options = plan.cell_options(method, k if method.proposes else 0)
     batches = _batches(prompts, batch_size)
     for _ in range(plan.warmup):
         _run_ours(session, batches[:1], replace(options, max_new_tokens=min(8, plan.max_new_tokens)))
+        for warming in (engine, *(e for _, e in beside)):
+            warming.run(plan.max_new_tokens, batch_size)
     theirs, ours = [], []
     served: dict[str, list[dict[str, Any]]] = {m: [] for m, _ in beside}
     for repeat in range(plan.repeat):
