@@ -5,7 +5,9 @@
 
 With ``--engine vllm`` predict runs with ``--engine vllm`` (its steps timed on vLLM) and the measured cells are the
 bench's vLLM rows (``bench --compare-vllm``: a vLLM engine per cell, the speedup vLLM's plain row's TPOT over the
-cell's).
+cell's). Those are engines started minutes apart; where the bench served predict's table (``--served``), each cell's
+speedup is also taken through the served engine, which ran in the repeats of the plain engine and of each fixed k
+(``served_beside``): the *paired* column and checks, in which the machine's drift between two engines cancels.
 
 1. ``vocabcheck predict TARGET DRAFT --prompt-file P -k 1,2,4,8 --batch-sizes 1,4,16 --max-new-tokens 64
    --ignore-eos --json`` on the quiet machine, and once more beside one CPU burner (a process spinning for as long as
@@ -46,11 +48,46 @@ def measured_rows(bench: dict, engine: str) -> dict[tuple[str, int, int], dict]:
     own --predict column where it has one): vocabcheck's rows, or the bench's vLLM rows (--compare-vllm)."""
     if engine == "vocabcheck":
         return {(r["method"], r["batch_size"], r["k"]): r for r in bench["rows"]}
-    rows = {(r["method"], r["batch_size"], r["k"]): {"k": r["k"], "tpot_ms": r["vllm"]["tpot_ms"]}
+    rows = {(r["method"], r["batch_size"], r["k"]):
+            {"k": r["k"], "tpot_ms": r["vllm"]["tpot_ms"],
+             "beside": {b["method"]: b["tpot_ms"] for b in r.get("served_beside", [])}}
             for r in bench["vllm_rows"] if not r.get("served")}  # a served table's engine is not a fixed-k cell
     for (method, batch, k), row in rows.items():
-        row["speedup"] = rows[("none", batch, 0)]["tpot_ms"] / row["tpot_ms"]
+        plain = rows[("none", batch, 0)]
+        row["speedup"] = plain["tpot_ms"] / row["tpot_ms"]
+        if method != "none" and method in row["beside"] and method in plain["beside"]:
+            # the same ratio taken through the served engine, which ran in the repeats of both engines: the plain
+            # engine over the served one, times the served one over this k's (a drift of the machine between the
+            # two engines' repeats cancels)
+            row["paired"] = row["speedup"] * row["beside"][method] / plain["beside"][method]
     return rows
+
+
+def served_checks(rows: dict, table: dict, batch_sizes: list[int], key: str) -> tuple[list, list[str]]:
+    """Per method and batch size, the served k against the best fixed k and plain decoding, by each cell's
+    ``key`` speedup over plain decoding (``speedup``, or ``paired`` where the bench has it): the checks and the rows
+    of the table."""
+    checks, lines = [], []
+    for method in ("draft", "ngram"):
+        for batch in batch_sizes:
+            fixed = sorted((r for (m, b, k), r in rows.items()
+                            if m == method and b == batch and isinstance(k, int) and key in r),
+                           key=lambda r: -r[key])
+            if ("none", batch, 0) not in rows or not fixed or (method, batch) not in table:
+                continue
+            k = table[(method, batch)]
+            served_row = next((r for r in fixed if r["k"] == k), None)
+            if k and served_row is None:
+                continue
+            speedup = served_row[key] if k else 1.0
+            best = fixed[0]
+            to_best, to_none = max(best[key], 1.0) / speedup, 1.0 / speedup
+            top = [r["k"] for r in fixed[:2]]
+            checks.append((to_best <= 1.05, to_none <= 1.05))
+            lines.append(f"| {NAMES[method]} | {batch} | {k} | {best['k']} ({', '.join(map(str, top))}) | "
+                         f"{to_best:.3f} | {to_none:.3f} | {'yes' if to_best <= 1.05 else 'NO'} | "
+                         f"{'yes' if to_none <= 1.05 else 'NO'} |")
+    return checks, lines
 
 
 def predict(argv: list[str], burners: int) -> dict:
@@ -167,30 +204,23 @@ def main() -> int:
              "| method | batch | served k | measured best fixed k (top two) | served / best fixed TPOT | "
              "served / none TPOT | within 5 % of best | not > 5 % slower than none |",
              "|---|---|---|---|---|---|---|---|"]
-    checks = []
-    for method in ("draft", "ngram"):
-        for batch in bench["plan"]["batch_sizes"]:
-            none = rows.get(("none", batch, 0))  # plain decoding's row (k 0)
-            fixed = sorted((r for (m, b, k), r in rows.items() if m == method and b == batch and isinstance(k, int)),
-                           key=lambda r: r["tpot_ms"])
-            if none is None or not fixed or (method, batch) not in table:
-                continue
-            k = table[(method, batch)]
-            tpot = none["tpot_ms"] if k == 0 else rows[(method, batch, k)]["tpot_ms"]
-            best = fixed[0]
-            to_best, to_none = tpot / min(best["tpot_ms"], none["tpot_ms"]), tpot / none["tpot_ms"]
-            top = [r["k"] for r in fixed[:2]]
-            checks.append((to_best <= 1.05, to_none <= 1.05))
-            lines.append(f"| {NAMES[method]} | {batch} | {k} | {best['k']} ({', '.join(map(str, top))}) | "
-                         f"{to_best:.3f} | {to_none:.3f} | {'yes' if to_best <= 1.05 else 'NO'} | "
-                         f"{'yes' if to_none <= 1.05 else 'NO'} |")
+    checks, table_lines = served_checks(rows, table, bench["plan"]["batch_sizes"], "speedup")
+    lines += table_lines
+    paired_checks, paired_lines = served_checks(rows, table, bench["plan"]["batch_sizes"], "paired")
+    if paired_checks:
+        lines += ["", "The same, each fixed k's speedup taken through the served engine (`served_beside`: the plain "
+                  "engine over the served one in their repeats, times the served one over the k's in theirs):", "",
+                  "| method | batch | served k | measured best fixed k (top two) | "
+                  "served / best fixed TPOT | served / none TPOT | within 5 % of best | not > 5 % slower than none |",
+                  "|---|---|---|---|---|---|---|---|", *paired_lines]
     lines += ["", "(\"best\" is the fastest of every fixed k and no speculation: a served 0 is measured as no "
               "speculation.)", "", "## Predicted against measured speedup, per cell", "",
               "`predict` is the quiet run above; `bench --predict` is the prediction the bench made beside each "
               "measurement (at the bench's commit).", "",
               "| method | batch | k | predict | bench --predict | measured | predict / measured | "
-              "bench --predict / measured |", "|---|---|---|---|---|---|---|---|"]
-    errors, bench_errors = [], []
+              "bench --predict / measured | measured, paired | predict / paired |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    errors, bench_errors, paired_errors = [], [], []
     predicted = predicted_speedups(quiet)
     for (method, batch, k), row in sorted(rows.items(), key=lambda item: str(item[0])):
         if method == "none" or not isinstance(k, int) or (method, batch, k) not in predicted:
@@ -201,8 +231,13 @@ def main() -> int:
         if in_bench is not None:
             bench_errors.append(abs(in_bench / row["speedup"] - 1))
             bench_cells = (f"{in_bench:.2f}×", f"{in_bench / row['speedup']:.2f}")
+        paired_cells = ("—", "—")
+        if "paired" in row:
+            paired_errors.append(abs(predicted[(method, batch, k)] / row["paired"] - 1))
+            paired_cells = (f"{row['paired']:.2f}×", f"{predicted[(method, batch, k)] / row['paired']:.2f}")
         lines.append(f"| {NAMES[method]} | {batch} | {k} | {predicted[(method, batch, k)]:.2f}× | {bench_cells[0]} | "
-                     f"{row['speedup']:.2f}× | {ratio:.2f} | {bench_cells[1]} |")
+                     f"{row['speedup']:.2f}× | {ratio:.2f} | {bench_cells[1]} | {paired_cells[0]} | "
+                     f"{paired_cells[1]} |")
     same = bool(busy) and ranking(quiet) == ranking(busy[0])
     noisy = bool(busy) and any(p["noise"] for p in busy[0]["per_batch_size"])
     lines += ["", "## Done when (issue 35), as measured here", "",
@@ -212,6 +247,11 @@ def main() -> int:
               f"- predict's speedup within ±15 % of measured: {sum(e <= 0.15 for e in errors)} of {len(errors)} cells "
               f"(largest miss {max(errors, default=0):.0%}); bench --predict's: "
               f"{sum(e <= 0.15 for e in bench_errors)} of {len(bench_errors)}",
+              *([f"- the same, each speedup taken through the served engine (paired): served k within 5 % of the "
+                 f"best fixed k in {sum(a for a, _ in paired_checks)} of {len(paired_checks)} cells, never more than "
+                 f"5 % slower than no speculation in {sum(b for _, b in paired_checks)} of {len(paired_checks)}, "
+                 f"predict's speedup within ±15 % in {sum(e <= 0.15 for e in paired_errors)} of "
+                 f"{len(paired_errors)} cells (largest miss {max(paired_errors):.0%})"] if paired_errors else []),
               (f"- beside one burner: ranking and best k {'unchanged' if same else 'changed'}; "
                f"predict said {'its figures are too noisy' if noisy else 'nothing of noise'} "
                f"({'never a confident wrong answer' if same or noisy else 'a CONFIDENT WRONG answer'})"
