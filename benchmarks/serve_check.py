@@ -35,6 +35,9 @@ from vocabcheck.provenance import current
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMES = {"draft": "draft model", "ngram": "n-gram"}
+SERVED_HEADER = ("| method | batch | served k | measured best fixed k (top two) | served / best fixed TPOT | "
+                 "served / none TPOT | within 5 % of best | not > 5 % slower than none |",
+                 "|---|---|---|---|---|---|---|---|")
 
 
 def predict_argv(target: str, draft: str, prompts: str, sizes: str, ks: str, engine: str = "vocabcheck"
@@ -200,19 +203,14 @@ def main() -> int:
                 if args.engine == "vllm" else ""),
              f"- noise predict said: quiet, {_noise(quiet)}"
              + (f"; beside the burner, {_noise(busy[0])}" if busy else "; no run beside a burner (--no-busy)"), "",
-             "## The served k against the measured cells", "",
-             "| method | batch | served k | measured best fixed k (top two) | served / best fixed TPOT | "
-             "served / none TPOT | within 5 % of best | not > 5 % slower than none |",
-             "|---|---|---|---|---|---|---|---|"]
+             "## The served k against the measured cells", "", *SERVED_HEADER]
     checks, table_lines = served_checks(rows, table, bench["plan"]["batch_sizes"], "speedup")
     lines += table_lines
     paired_checks, paired_lines = served_checks(rows, table, bench["plan"]["batch_sizes"], "paired")
     if paired_checks:
         lines += ["", "The same, each fixed k's speedup taken through the served engine (`served_beside`: the plain "
                   "engine over the served one in their repeats, times the served one over the k's in theirs):", "",
-                  "| method | batch | served k | measured best fixed k (top two) | "
-                  "served / best fixed TPOT | served / none TPOT | within 5 % of best | not > 5 % slower than none |",
-                  "|---|---|---|---|---|---|---|---|", *paired_lines]
+                  *SERVED_HEADER, *paired_lines]
     lines += ["", "(\"best\" is the fastest of every fixed k and no speculation: a served 0 is measured as no "
               "speculation.)", "", "## Predicted against measured speedup, per cell", "",
               "`predict` is the quiet run above; `bench --predict` is the prediction the bench made beside each "

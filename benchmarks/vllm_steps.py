@@ -4,7 +4,7 @@
     python -m benchmarks.vllm_steps cold TARGET DRAFT       # a fresh engine's runs, alone and beside two others
 
 Run with the python of a venv that has vLLM (CI's: ~/.cache/vocabcheck-ci/vllm/bin/python), on a quiet machine,
-from the repository root; prompts: benchmarks/prompts-16.jsonl, encoded by the target's tokenizer, 64 tokens each,
+from the repository root; prompts: benchmarks/prompts-16.jsonl, encoded as bench encodes them, 64 tokens each,
 eos ignored, at batch 16 (every prompt in one batch).
 
 ``steps`` starts an n-gram engine at k and times its decode steps 5 times over (``vllm_session.timed_steps``, the
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -36,10 +35,11 @@ TOKENS, BATCH, ROUNDS = 64, 16, 5
 
 
 def _prompts(target: str) -> list[list[int]]:
-    from transformers import AutoTokenizer
+    """The prompt file's token ids as bench and predict encode them (no chat template)."""
+    from vocabcheck.decode.load.loading import encode_prompts, read_prompt_file
+    from vocabcheck.profile import profile_of
 
-    tokenizer = AutoTokenizer.from_pretrained(target)
-    return [tokenizer(json.loads(line)).input_ids for line in PROMPTS.read_text(encoding="utf-8").splitlines()]
+    return encode_prompts(profile_of(target), read_prompt_file(PROMPTS), chat=False)
 
 
 def steps(target: str, k: int) -> None:
